@@ -1,0 +1,1 @@
+"""Tiergate inference workers: a continuous-batching engine on transformers + torch."""

@@ -1,0 +1,24 @@
+"""Engine settings, each with the reason for its default."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    model: str  # bundled model name or a prepared model folder
+    block_size: int = 16  # tokens per KV block; also the prefix-cache granularity
+    kv_cache_bytes: int = 1 << 30  # memory budget for the KV pool; sets the number of blocks
+    num_blocks: int | None = None  # overrides kv_cache_bytes (tests force preemption with it)
+    max_num_batched_tokens: int = 512  # token budget of one step (decodes + prefill chunks)
+    max_num_seqs: int = 64  # running sequences at most
+    max_waiting: int = 256  # waiting queue bound: beyond it new requests are refused (503)
+    max_model_len: int | None = None  # context window; default min(model's, 8192)
+    enable_prefix_caching: bool = True
+    dtype: str = "float32"
+    seed: int = 0  # engine-wide generator for unseeded sampling
+    quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py
+    quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2
+    speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
+    num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step
+    draft_model: str | None = None  # bundled name or folder; must share the target's tokenizer

@@ -1,0 +1,163 @@
+"""The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
+from __future__ import annotations
+
+import torch
+from transformers import AutoTokenizer
+
+from ..models import model_dir
+from .block_manager import BlockManager
+from .config import EngineConfig
+from .model_runner import ModelRunner, load_model
+from .quantize import quantize_model
+from .proposers import DraftModelProposer, NgramProposer
+from .sampler import sample_next, verify
+from .scheduler import Scheduler
+from .spec_stats import SpecStats
+from .sequence import SamplingParams, Sequence
+
+DEFAULT_MAX_MODEL_LEN = 8192
+
+
+class RequestTooLargeError(ValueError):
+    """A prompt (plus its max_tokens) that can never fit: the server answers 400."""
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None):
+        self.config = config
+        if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
+            path = model_dir(config.model)
+            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            model = load_model(path, getattr(torch, config.dtype))
+        quantize_model(model, config)  # in place, once; a no-op without config.quantization
+        self.model = model
+        self.tokenizer = tokenizer
+        self.runner = ModelRunner(model, config)
+        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, self.block_manager)
+        model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)
+        self.max_model_len = config.max_model_len or min(model_limit, DEFAULT_MAX_MODEL_LEN)
+        self.eos_token_ids = self._eos_ids()
+        self.proposer = self._make_proposer(draft_model)
+        self.spec_stats = SpecStats(config.num_speculative_tokens)
+        self.num_generated_tokens = 0
+        self.num_computed_tokens = 0  # all tokens through the model (prefill + decode), for FLOP/s
+
+    def _make_proposer(self, draft_model):
+        k = self.config.num_speculative_tokens
+        if self.config.speculative is None:
+            return None
+        if self.config.speculative == "ngram":
+            return NgramProposer(k)
+        if self.config.speculative == "draft":
+            if draft_model is None:
+                if not self.config.draft_model:
+                    raise ValueError("speculative='draft' needs draft_model")
+                draft_model = load_model(model_dir(self.config.draft_model), self.model.dtype)
+            return DraftModelProposer(draft_model, k, self.config)
+        raise ValueError(f"unknown speculative method {self.config.speculative!r} (use 'ngram' or 'draft')")
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.model.config):
+            value = getattr(source, "eos_token_id", None)
+            ids.update(value if isinstance(value, (list, tuple)) else [value] if value is not None else [])
+        if self.tokenizer is not None and self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return ids
+
+    def check_fits(self, num_prompt_tokens: int, max_tokens: int) -> None:
+        total = num_prompt_tokens + max_tokens
+        if total > self.max_model_len:
+            raise RequestTooLargeError(
+                f"prompt ({num_prompt_tokens} tokens) plus max_tokens ({max_tokens}) exceeds the context window "
+                f"of {self.max_model_len} tokens")
+        usable = (self.block_manager.num_blocks - self.scheduler.watermark_blocks) * self.config.block_size
+        if total > usable:
+            raise RequestTooLargeError(f"prompt plus max_tokens ({total} tokens) exceeds the KV cache ({usable} tokens)")
+
+    def make_sequence(self, prompt_ids: list[int], params: SamplingParams) -> Sequence:
+        self.check_fits(len(prompt_ids), params.max_tokens)
+        return Sequence(prompt_ids, params, self.eos_token_ids)
+
+    def add(self, seq: Sequence) -> Sequence:
+        self.scheduler.add(seq)
+        return seq
+
+    def add_request(self, prompt_ids: list[int], params: SamplingParams) -> Sequence:
+        return self.add(self.make_sequence(prompt_ids, params))
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self) -> list[tuple[Sequence, int]]:
+        """Run one step; returns (sequence, new token) for every token produced. With
+        speculation, a decoding sequence can produce several tokens in one step."""
+        lookahead = self.proposer.num_tokens if self.proposer else 0
+        scheduled = self.scheduler.schedule(lookahead)
+        if not scheduled:
+            return []
+        drafts = self._propose(scheduled) if self.proposer else {}
+        logits, rows = self.runner.forward(scheduled, {sid: d.tokens for sid, d in drafts.items()})
+        new_tokens = self._choose_tokens(scheduled, rows, logits, drafts)
+        outputs = []
+        for seq, n in scheduled:
+            draft = drafts.get(seq.seq_id)
+            self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
+            accepted = new_tokens.get(seq.seq_id, [])
+            for token in accepted:
+                seq.append_token(token)
+                outputs.append((seq, token))
+                if seq.is_finished:
+                    break
+            # K/V is valid for the scheduled tokens plus every accepted draft token.
+            seq.num_computed_tokens = min(seq.num_computed_tokens + n + max(0, len(accepted) - 1), seq.num_tokens)
+            self.block_manager.commit_full_blocks(seq)
+            if seq.is_finished:
+                self.finish(seq, seq.finish_reason)
+        self.num_generated_tokens += len(outputs)
+        return outputs
+
+    def _choose_tokens(self, scheduled, rows, logits, drafts) -> dict[int, list[int]]:
+        plain = [(seq, row) for (seq, _), row in zip(scheduled, rows) if row is not None and seq.seq_id not in drafts]
+        chosen: dict[int, list[int]] = {}
+        if plain:
+            tokens = sample_next([seq for seq, _ in plain], logits[[row.start for _, row in plain]])
+            chosen.update((seq.seq_id, [token]) for (seq, _), token in zip(plain, tokens))
+        for (seq, _), row in zip(scheduled, rows):
+            draft = drafts.get(seq.seq_id)
+            if draft is not None:
+                accepted = verify(seq, logits[row], draft.tokens, draft.probs)
+                self.spec_stats.record(len(draft.tokens), len(accepted) - 1)
+                chosen[seq.seq_id] = accepted
+        return chosen
+
+    def _propose(self, scheduled) -> dict[int, "Draft"]:
+        """Drafts for sequences about to decode their next token, no longer than the KV
+        slots reserved for them, their remaining max_tokens and the context window."""
+        limits, seqs = {}, []
+        for seq, n in scheduled:
+            if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens:
+                slots = len(seq.block_table) * self.config.block_size - seq.num_tokens
+                room = min(slots, seq.params.max_tokens - seq.num_output_tokens - 1,
+                           self.max_model_len - seq.num_tokens - 1)
+                if room > 0:
+                    limits[seq.seq_id] = room
+                    seqs.append(seq)
+        return self.proposer.propose(seqs, limits) if seqs else {}
+
+    def finish(self, seq: Sequence, reason: str | None) -> None:
+        """End a sequence (done, aborted, stop string) and free its blocks."""
+        if not seq.is_finished:
+            seq.finish(reason)
+        self.scheduler.finish(seq)
+        if self.proposer:
+            self.proposer.release(seq)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]) -> list[list[int]]:
+        """Run prompts to completion (tests and offline use); returns output token ids."""
+        params_list = params if isinstance(params, list) else [params] * len(prompts)
+        seqs = [self.add_request(p, sp) for p, sp in zip(prompts, params_list)]
+        while self.has_work():
+            self.step()
+        return [s.output_ids for s in seqs]

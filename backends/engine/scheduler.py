@@ -1,0 +1,96 @@
+"""Which tokens of which sequences go into the next forward pass.
+
+There are no separate prefill and decode phases: each step has one token budget.
+Running sequences come first, oldest first, each with its next token or its next prompt
+chunk; then waiting sequences are admitted (FCFS) while budget, sequence slots and
+blocks allow. When blocks run out, the newest running sequence is preempted: its blocks
+are freed and it goes back to the front of the queue, to be recomputed later (mostly
+from the prefix cache).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .block_manager import BlockManager
+from .config import EngineConfig
+from .sequence import Sequence, SequenceStatus
+
+
+class QueueFullError(Exception):
+    """The waiting queue is at its bound; the server answers 503."""
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, block_manager: BlockManager):
+        self.config = config
+        self.blocks = block_manager
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.num_preemptions = 0
+        # Admission leaves a little room so running sequences can grow without thrashing.
+        self.watermark_blocks = max(1, block_manager.num_blocks // 100)
+
+    def add(self, seq: Sequence) -> None:
+        if len(self.waiting) >= self.config.max_waiting:
+            raise QueueFullError(f"waiting queue is full ({self.config.max_waiting} requests)")
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.blocks.free(seq)
+        seq.status = SequenceStatus.WAITING
+        self.waiting.appendleft(seq)
+        self.num_preemptions += 1
+
+    def schedule(self, lookahead: int = 0) -> list[tuple[Sequence, int]]:
+        """`lookahead`: KV slots (and budget) to reserve after each decode's next token for
+        speculative draft tokens, where the pool has them; speculation never preempts."""
+        budget = self.config.max_num_batched_tokens
+        scheduled: list[tuple[Sequence, int]] = []
+        preempted = False
+        index = 0
+        while index < len(self.running) and budget > 0:
+            seq = self.running[index]
+            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            extra = min(lookahead, budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
+            if extra > 0 and self.blocks.allocate(seq, 1 + extra, keep_free=self.watermark_blocks):
+                budget -= extra
+            while not self.blocks.allocate(seq, num_tokens):
+                victim = self.running[-1]
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    break
+            else:
+                scheduled.append((seq, num_tokens))
+                budget -= num_tokens
+                index += 1
+        if preempted:  # no admissions while memory is short
+            return scheduled
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            self.blocks.match_prefix(seq)
+            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            if not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
+                self.blocks.free(seq)
+                if not self.running and not scheduled:
+                    raise RuntimeError("KV pool too small for a single prompt chunk")
+                break
+            self.blocks.record_prefix_query(seq)
+            self.waiting.popleft()
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            scheduled.append((seq, num_tokens))
+            budget -= num_tokens
+        return scheduled
+
+    def finish(self, seq: Sequence) -> None:
+        """Drop a finished (or aborted) sequence wherever it is and free its blocks."""
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self.blocks.free(seq)

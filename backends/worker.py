@@ -1,0 +1,77 @@
+"""`python -m backends.worker --model smollm2-135m --port 8101`: one inference worker."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+from aiohttp import web  # noqa: E402
+
+from .engine.async_engine import AsyncEngine  # noqa: E402
+from .engine.config import EngineConfig  # noqa: E402
+from .engine.llm_engine import LLMEngine  # noqa: E402
+from .openai_server import WorkerAPI  # noqa: E402
+
+log = logging.getLogger("tiergate.worker")
+
+
+def build_app(engine_config: EngineConfig, served_name: str | None = None, default_max_tokens: int = 1024,
+              engine: LLMEngine | None = None) -> tuple[web.Application, AsyncEngine]:
+    engine = engine or LLMEngine(engine_config)
+    async_engine = AsyncEngine(engine)
+    api = WorkerAPI(async_engine, served_name or engine_config.model, default_max_tokens)
+    app = api.app()
+
+    async def stop_engine(_app):
+        async_engine.shutdown()
+
+    app.on_cleanup.append(stop_engine)
+    return app, async_engine
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True, help="bundled model name (see `python -m backends.prepare`) or folder")
+    parser.add_argument("--served-name", help="model name clients use (default: --model)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8101)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
+    parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="memory budget of the KV block pool")
+    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")
+    parser.add_argument("--max-num-seqs", type=int, default=64)
+    parser.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this get 503")
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--default-max-tokens", type=int, default=1024)
+    parser.add_argument("--no-prefix-caching", action="store_true")
+    parser.add_argument("--quantization", choices=["int8", "int4"], help="weight-only quantization (default: fp32)")
+    parser.add_argument("--quant-group-size", type=int, choices=[32, 64], default=32, help="int4 group size")
+    parser.add_argument("--speculative", choices=["ngram", "draft"], help="speculative decoding proposer")
+    parser.add_argument("--num-speculative-tokens", type=int, default=4)
+    parser.add_argument("--draft-model", help="draft model for --speculative draft (same tokenizer as --model)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
+                          max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                          max_waiting=args.max_waiting, max_model_len=args.max_model_len,
+                          enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
+                          quant_group_size=args.quant_group_size, speculative=args.speculative,
+                          num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model)
+    app, _ = build_app(config, args.served_name, args.default_max_tokens)
+    log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
+    # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.
+    web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The two Hugging Face peers of `benchmarks.engine`, driven by the same arrival schedule.
+
+Each runner takes the workload (prompt ids, output lengths, arrival offsets in seconds) and
+returns, per request, the perf_counter time of every output token; the caller turns that into
+TTFT / inter-token latency / throughput exactly as it does for our engine.
+- `run_hf_static`: padded static batching with `generate`: whenever the model is idle, every
+  request that has arrived (up to `batch_size`) is left-padded into one batch and run to the
+  longest requested length; a request's tokens are the batch's step times for its first n_i
+  tokens (the rest is the waste static batching pays for).
+- `run_hf_cb`: transformers' own continuous batching manager (`init_continuous_batching`),
+  requests added at their arrival times, per-token times from its `record_timestamps`.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from backends.engine.model_runner import load_model
+
+
+def load_sdpa_model(path):
+    """The same weights as the engine, in anonymous memory (load_model does that), with sdpa."""
+    model = load_model(path)
+    model.set_attn_implementation("sdpa")
+    return model
+
+
+def sleep_until(deadline: float) -> None:
+    delay = deadline - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
+
+
+class StepClock(BaseStreamer):
+    """generate() calls put() once with the prompt, then once per decoding step."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self._seen_prompt = False
+
+    def put(self, value):
+        if self._seen_prompt:
+            self.times.append(time.perf_counter())
+        self._seen_prompt = True
+
+    def end(self):
+        pass
+
+
+class PastDeadline(StoppingCriteria):
+    """Ends the batch (every row) once the peer's time limit has passed."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+    def __call__(self, input_ids, scores, **kwargs):
+        return torch.full((input_ids.shape[0],), time.perf_counter() > self.deadline, dtype=torch.bool)
+
+
+@torch.inference_mode()
+def _generate_batch(model, prompts: list[list[int]], max_new: int, pad_id: int,
+                    deadline: float = float("inf")) -> list[float]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):  # left padding: every row's last token is at the end
+        ids[row, width - len(prompt):] = torch.tensor(prompt)
+        mask[row, width - len(prompt):] = 1
+    clock = StepClock()
+    # min_new_tokens masks EOS, so every row runs the full length (same as ignore_eos elsewhere)
+    model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, min_new_tokens=max_new,
+                   do_sample=False, pad_token_id=pad_id, streamer=clock,
+                   stopping_criteria=StoppingCriteriaList([PastDeadline(deadline)]))
+    return clock.times
+
+
+def run_hf_static(path, prompts, out_lens, arrivals, batch_size: int, pad_id: int, log, limit_s: float):
+    model = load_sdpa_model(path)
+    _generate_batch(model, [prompts[0][:32]], 4, pad_id)  # warm-up, not timed
+    n = len(prompts)
+    times: list[list[float]] = [[] for _ in range(n)]
+    queue: list[int] = []
+    next_arrival = 0
+    start = time.perf_counter()
+    deadline = start + limit_s
+    while (next_arrival < n or queue) and time.perf_counter() < deadline:
+        now = time.perf_counter()
+        while next_arrival < n and start + arrivals[next_arrival] <= now:
+            queue.append(next_arrival)
+            next_arrival += 1
+        if not queue:
+            sleep_until(start + arrivals[next_arrival])
+            continue
+        batch, queue = queue[:batch_size], queue[batch_size:]
+        steps = _generate_batch(model, [prompts[i] for i in batch], max(out_lens[i] for i in batch), pad_id, deadline)
+        for i in batch:
+            times[i] = steps[:out_lens[i]]
+        log(f"hf_static: batch of {len(batch)} done at {time.perf_counter() - start:.1f}s, "
+            f"{sum(1 for t in times if t)}/{n} requests started")
+    cut = any(len(t) < m for t, m in zip(times, out_lens))
+    return start, times, (deadline if cut else None)
+
+
+def run_hf_cb(path, prompts, out_lens, arrivals, log, limit_s: float):
+    from transformers import GenerationConfig
+
+    model = load_sdpa_model(path)
+    config = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(out_lens))
+    # transformers' own defaults: workload hints made it size a ~10 GB cache here and crawl.
+    manager = model.init_continuous_batching(generation_config=config)
+    manager.warmup()
+    manager.start()
+    n = len(prompts)
+    times: list[list[float]] = [[] for _ in range(n)]
+    index_of: dict[str, int] = {}
+    try:
+        warm_id = manager.add_request(prompts[0][:32], max_new_tokens=4, eos_token_id=-1)
+        while (result := manager.get_result(timeout=60)) is None or result.request_id != warm_id \
+                or not result.is_finished():
+            if result is None:
+                raise RuntimeError("continuous batching warm-up produced nothing in 60 s")
+        finished = next_arrival = 0
+        start = time.perf_counter()
+        deadline = start + limit_s
+        while finished < n and time.perf_counter() < deadline:
+            now = time.perf_counter()
+            while next_arrival < n and start + arrivals[next_arrival] <= now:
+                request_id = manager.add_request(prompts[next_arrival], max_new_tokens=out_lens[next_arrival],
+                                                 record_timestamps=True, eos_token_id=-1,
+                                                 streaming=True)
+                index_of[request_id] = next_arrival
+                next_arrival += 1
+            wait = start + arrivals[next_arrival] - now if next_arrival < n else deadline - now
+            result = manager.get_result(timeout=max(0.001, min(wait, 5.0)))
+            if result is None:
+                if not manager.is_running():
+                    raise RuntimeError("continuous batching thread stopped")
+                continue
+            if result.error is not None:
+                raise RuntimeError(f"continuous batching request failed: {result.error}")
+            if result.request_id not in index_of:
+                continue
+            times[index_of[result.request_id]] = list(result.timestamps or [])  # streamed: all so far
+            if result.is_finished():
+                finished += 1
+                if finished % 16 == 0:
+                    log(f"hf_cb: {finished}/{n} requests finished at {time.perf_counter() - start:.1f}s")
+    finally:
+        manager.stop(block=True, timeout=10)
+        manager.destroy()
+    return start, times, (deadline if finished < n else None)

@@ -1,0 +1,154 @@
+"""A fake OpenAI-compatible upstream, for gateway tests and the gateway benchmark.
+
+It answers /v1/chat/completions, /v1/completions (whole or SSE-streamed, with usage),
+/v1/models and /health instantly and deterministically, and can be told to misbehave:
+answer 5xx, be unhealthy, hang, or cut a stream after some chunks.
+Run alone: `python -m benchmarks.fake_upstream --port 9001 [--chunks 8]`.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import deque
+
+from aiohttp import web
+
+_DONE = b"data: [DONE]\n\n"
+
+
+class FakeUpstream:
+    def __init__(self, name: str = "fake", chunks: int = 4, chunk_delay_s: float = 0.0):
+        self.name = name
+        self.chunks = chunks  # completion tokens per answer (one per streamed chunk)
+        self.chunk_delay_s = chunk_delay_s
+        self.delay_s = 0.0  # before answering
+        self.fail_status: int | None = None  # answer every generation with this status
+        self.healthy = True
+        self.hang = False  # accept, then never answer
+        self.cut_after: int | None = None  # streamed: drop the connection after this many chunks
+        self.served = 0
+        self.in_flight = 0
+        self.disconnects = 0  # generations abandoned because the client went away
+        self.seen: deque[dict] = deque(maxlen=256)  # recent request bodies and headers
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completion)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        return app
+
+    async def _health(self, request):
+        return web.json_response({"status": "ok"} if self.healthy else {"status": "down"},
+                                 status=200 if self.healthy else 503)
+
+    async def _models(self, request):
+        return web.json_response({"object": "list", "data": [{"id": self.name, "object": "model"}]})
+
+    async def _chat(self, request):
+        return await self._generate(request, chat=True)
+
+    async def _completion(self, request):
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool):
+        body = json.loads(await request.read())
+        self.seen.append({"body": body, "headers": {k.lower(): v for k, v in request.headers.items()}})
+        self.in_flight += 1
+        try:
+            return await self._answer(request, body, chat)
+        except (asyncio.CancelledError, ConnectionError):
+            self.disconnects += 1
+            raise
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request, body, chat):
+        if self.hang:
+            await asyncio.sleep(3600)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail_status:
+            return web.json_response({"error": {"message": f"{self.name} failing on purpose", "type": "server_error",
+                                                "param": None, "code": None}}, status=self.fail_status)
+        if body.get("model") == "reject-me":
+            return web.json_response({"error": {"message": "model rejected upstream", "type": "invalid_request_error",
+                                                "param": "model", "code": "model_not_found"}}, status=404)
+        self.served += 1
+        text = json.dumps(body.get("messages") or body.get("prompt"))
+        prompt_tokens = len(text) // 4 + 1
+        n = min(self.chunks, body.get("max_tokens") or self.chunks)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        base = {"id": f"cmpl-{self.name}-{self.served}", "created": int(time.time()), "model": body.get("model")}
+        if body.get("stream"):
+            return await self._stream(request, body, chat, base, n, usage)
+        words = " ".join(f"w{i}" for i in range(n))
+        if chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": words}, "finish_reason": "length"}
+            obj = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+        else:
+            obj = {**base, "object": "text_completion",
+                   "choices": [{"index": 0, "text": words, "finish_reason": "length"}], "usage": usage}
+        return web.json_response(obj, headers={"x-fake-upstream": self.name})
+
+    async def _stream(self, request, body, chat, base, n, usage):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-fake-upstream": self.name})
+        await response.prepare(request)
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        for i in range(n):
+            if self.cut_after is not None and i == self.cut_after:
+                request.transport.close()  # a worker dying mid-stream
+                return response
+            delta = {"content": f"w{i} "} if chat else None
+            choice = {"index": 0, "delta": delta, "finish_reason": None} if chat else \
+                {"index": 0, "text": f"w{i} ", "finish_reason": None}
+            await response.write(_event({**base, "object": kind, "choices": [choice]}))
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await response.write(_event({**base, "object": kind, "choices": [], "usage": usage}))
+        await response.write(_DONE)
+        await response.write_eof()
+        return response
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def start_fake(host: str = "127.0.0.1", port: int = 0, **kwargs) -> tuple[FakeUpstream, web.AppRunner, str]:
+    """Start a FakeUpstream in this event loop; returns it, its runner (to clean up) and its URL."""
+    fake = FakeUpstream(**kwargs)
+    runner = web.AppRunner(fake.app(), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1]
+    return fake, runner, f"http://{host}:{bound}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9001)
+    parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between streamed chunks")
+    args = parser.parse_args()
+    loop = None
+    try:
+        import uvloop
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        pass
+    fake = FakeUpstream(chunks=args.chunks, chunk_delay_s=args.chunk_delay)
+    fake.delay_s = args.delay
+    web.run_app(fake.app(), host=args.host, port=args.port,
+                access_log=None, print=None, handler_cancellation=True, loop=loop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""How much latency the gateway adds, and how many requests/s one gateway process serves.
+
+`python -m benchmarks.gateway [--peer litellm]` starts a fake OpenAI upstream on loopback and
+one gateway process in front of it (classification on: model "auto"), then, in one run:
+- added latency: the same request sent alternately to the upstream directly and through the
+  gateway, one at a time; added = p50/p99 of (gateway) minus the same percentile of (direct);
+- streamed TTFT added: the same, for the time to the first content chunk of a stream;
+- requests/s of the gateway process at saturation (wrk when installed, else an aiohttp loop).
+With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
+measured the same way on the same upstream. Prints one JSON object as its last line.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from benchmarks.gateway_peers import start_litellm
+from benchmarks.load import closed_loop_rps, percentile, wrk_rps
+
+ROOT = Path(__file__).resolve().parents[1]
+BODY = {"model": "auto", "max_tokens": 8,
+        "messages": [{"role": "user", "content": "What is the capital of France? Answer in one word."}]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(args: list[str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+
+
+async def wait_http(session: aiohttp.ClientSession, url: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            async with session.get(url) as response:
+                if response.status < 500:
+                    return
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+async def one_call(session, url: str, body: dict, headers: dict, stream: bool) -> float:
+    """Seconds to the whole answer, or to the first content chunk of a stream."""
+    started = time.perf_counter()
+    async with session.post(url, json=dict(body, stream=stream), headers=headers) as response:
+        if response.status != 200:
+            raise RuntimeError(f"{url}: HTTP {response.status}: {(await response.text())[:200]}")
+        if not stream:
+            await response.read()
+            return time.perf_counter() - started
+        async for line in response.content:
+            if line.startswith(b"data: {"):
+                elapsed = time.perf_counter() - started
+                await response.read()
+                return elapsed
+    raise RuntimeError("stream ended before any chunk")
+
+
+async def added_latency(session, direct: str, target: str, headers: dict, n: int, stream: bool,
+                        body: dict) -> dict:
+    direct_s, target_s = [], []
+    direct_body = dict(body, model="bench-model")
+    for _ in range(min(50, n)):  # warm both paths
+        await one_call(session, direct, direct_body, {}, stream)
+        await one_call(session, target, body, headers, stream)
+    for _ in range(n):  # alternate, so both see the same machine noise
+        direct_s.append(await one_call(session, direct, direct_body, {}, stream))
+        target_s.append(await one_call(session, target, body, headers, stream))
+    direct_s.sort()
+    target_s.sort()
+    return {q: (percentile(target_s, q) - percentile(direct_s, q)) * 1000 for q in (50, 99)} | {
+        "direct_p50_ms": percentile(direct_s, 50) * 1000, "via_p50_ms": percentile(target_s, 50) * 1000}
+
+
+async def measure(session, upstream: str, base: str, headers: dict, n: int, rps_seconds: float,
+                  model: str = "auto") -> dict:
+    path = "/v1/chat/completions"
+    body = dict(BODY, model=model)
+    whole = await added_latency(session, upstream + path, base + path, headers, n, False, body)
+    ttft = await added_latency(session, upstream + path, base + path, headers, max(n // 4, 50), True, body)
+    rps = wrk_rps(base + path, json.dumps(dict(body, stream=False)), headers, rps_seconds) if shutil.which("wrk") \
+        else await closed_loop_rps(base + path, body, headers, rps_seconds)
+    return {"added_ms_p50": round(whole[50], 3), "added_ms_p99": round(whole[99], 3),
+            "stream_ttft_added_ms_p50": round(ttft[50], 3), "rps": round(rps, 1),
+            "direct_p50_ms": round(whole["direct_p50_ms"], 3), "via_p50_ms": round(whole["via_p50_ms"], 3)}
+
+
+def gateway_config(upstream: str, path: Path) -> None:
+    path.write_text(json.dumps({  # JSON is YAML
+        "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
+                   "workers": [{"url": upstream}]}],
+        "health": {"interval_s": 5.0}}))
+
+
+async def run(args) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TIERGATE_REDIS_URL", None)
+    up_port, gw_port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}"
+    procs = [spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(up_port), "--chunks", "8"],
+                   env=env)]
+    tmp = Path(tempfile.mkdtemp(prefix="tiergate-bench-"))
+    try:
+        gateway_config(upstream, tmp / "gateway.yaml")
+        procs.append(spawn([sys.executable, "-m", "gateway", "--config", str(tmp / "gateway.yaml"),
+                            "--host", "127.0.0.1", "--port", str(gw_port), "--workers", "1"], env=env))
+        connector = aiohttp.TCPConnector(limit=16)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            await wait_http(session, upstream + "/health")
+            await wait_http(session, f"http://127.0.0.1:{gw_port}/health")
+            result = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {}, args.n, args.seconds)
+            result["rps_tool"] = "wrk" if shutil.which("wrk") else "aiohttp"
+            # the same without classification, to show what the classifier costs
+            result["explicit_tier"] = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {},
+                                                    args.n // 2, args.seconds / 2, model="bench")
+            result["upstream_alone_rps"] = round(wrk_rps(upstream + "/v1/chat/completions", json.dumps(
+                dict(BODY, model="bench-model")), {}, args.seconds / 2), 1) if shutil.which("wrk") else None
+            if args.peer == "litellm":
+                peer_port = free_port()
+                peer, headers = start_litellm(upstream, peer_port, tmp, ROOT)
+                procs.append(peer)
+                await wait_http(session, f"http://127.0.0.1:{peer_port}/health/liveliness", timeout_s=240)
+                result["litellm"] = await measure(session, upstream, f"http://127.0.0.1:{peer_port}", headers,
+                                                  args.n, args.seconds)
+                ours, theirs = result["added_ms_p50"], result["litellm"]["added_ms_p50"]
+                result["litellm_added_p50_ratio"] = round(theirs / ours, 1) if ours > 0 else None
+    finally:
+        for proc in reversed(procs):
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--peer", choices=["litellm"], default=None)
+    parser.add_argument("-n", type=int, default=1000, help="requests per latency series")
+    parser.add_argument("--seconds", type=float, default=8.0, help="duration of the requests/s run")
+    args = parser.parse_args()
+    result = asyncio.run(run(args))
+    result["cpu_count"] = os.cpu_count()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""`python -m classifier train|evaluate|calibrate|predict|export-feedback` (see --help of each)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .dataset import load_splits, read_jsonl
+from .runtime import METADATA_FILE, MODEL_FILE, PACKAGED_MODEL_DIR
+
+_T0 = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.perf_counter() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _rows_for(data: str | None) -> dict[str, list[dict]]:
+    if data and Path(data).is_file():
+        return {"data": read_jsonl(data)}
+    return load_splits(data)
+
+
+def cmd_train(args) -> dict:
+    from .pipeline import train
+    return train(args.data, args.out, args.feedback, progress, args.config)
+
+
+def cmd_evaluate(args) -> dict:
+    from .pipeline import evaluate
+    splits = _rows_for(args.data)
+    return evaluate(args.model, {k: v for k, v in splits.items() if k != "train"} or splits, args.config)
+
+
+def cmd_calibrate(args) -> dict:
+    from .pipeline import calibrate
+    model = Path(args.model)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        for name in (MODEL_FILE, METADATA_FILE):
+            shutil.copy(model / name, Path(args.out) / name)
+        model = Path(args.out)
+    if args.data and Path(args.data).is_file():
+        rows = read_jsonl(args.data, need_label=args.shares is not None or args.cost is not None)
+    else:
+        rows = load_splits(args.data).get("validation") or load_splits(args.data)["train"]
+    shares = [float(x) for x in args.shares.split(",")] if args.shares else None
+    progress(f"calibrating {model} on {len(rows)} rows")
+    return calibrate(model, rows, args.config, shares, args.cost, args.quality, args.max_under_routing)
+
+
+def cmd_predict(args) -> dict:
+    from .runtime import ComplexityClassifier
+    clf = ComplexityClassifier.load(args.model)
+    if args.data:
+        requests = read_jsonl(args.data, need_label=False)
+    elif args.messages:
+        requests = [{"messages": json.loads(args.messages)}]
+    else:
+        requests = [{"prompt": args.prompt if args.prompt is not None else sys.stdin.read()}]
+    preds = clf.predict_many(requests)
+    return {"version": clf.version,
+            "predictions": [{"tier": p.tier, "probs": [round(x, 4) for x in p.probs]} for p in preds]}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m classifier")
+    sub = parser.add_subparsers(dest="command", required=True)
+    default_model = str(PACKAGED_MODEL_DIR)
+
+    p = sub.add_parser("train", help="fit, export to ONNX, calibrate on validation, evaluate")
+    p.add_argument("--data", help="folder with train/validation/test/heldout.jsonl, or one JSONL file")
+    p.add_argument("--out", default=default_model, help="model folder to write")
+    p.add_argument("--feedback", nargs="*", default=[], help="extra labelled JSONL files added to training")
+    p.set_defaults(run=cmd_train)
+
+    p = sub.add_parser("evaluate", help="metrics and routing economics on labelled data")
+    p.add_argument("--model", default=default_model)
+    p.add_argument("--data", help="folder of splits or one JSONL file")
+    p.set_defaults(run=cmd_evaluate)
+
+    p = sub.add_parser("calibrate", help="set decision thresholds on a sample")
+    p.add_argument("--model", default=default_model)
+    p.add_argument("--data", help="sample JSONL (labels needed only for the quality target)")
+    p.add_argument("--out", help="write the recalibrated model here instead of in place")
+    p.add_argument("--shares", help="target share per tier, e.g. 0.4,0.3,0.2,0.1")
+    p.add_argument("--cost", type=float, help="target mean cost per request in USD")
+    p.add_argument("--quality", type=float, default=0.95)
+    p.add_argument("--max-under-routing", type=float, default=0.05)
+    p.set_defaults(run=cmd_calibrate)
+
+    p = sub.add_parser("predict", help="tier and probabilities for requests")
+    p.add_argument("--model", default=default_model)
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--prompt")
+    group.add_argument("--messages", help="JSON list of {role, content}")
+    group.add_argument("--data", help="JSONL of requests")
+    p.set_defaults(run=cmd_predict)
+
+    from .feedback import add_parser as add_export_feedback
+    add_export_feedback(sub)  # export-feedback: quality samples in Redis -> training rows
+
+    for p in sub.choices.values():
+        p.add_argument("--config", help="tiergate.yaml with tier prices (default: config/tiergate.yaml)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.run(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0

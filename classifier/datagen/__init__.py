@@ -1,0 +1,1 @@
+"""Deterministic generator of the labelled prompt dataset (see classifier/RUBRIC.md)."""

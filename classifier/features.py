@@ -1,0 +1,96 @@
+"""Request -> (TF-IDF text, structural feature vector). Shared by training and serving.
+
+Structural signals look at the whole request: all turns, the system prompt and the
+conversation depth, plus cues in the task itself (questions, constraints, code, math,
+reasoning words, requested output length). Counts are log-scaled so one huge prompt
+does not dominate the linear model.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .textnorm import model_text, normalize_text, split_request
+
+_SCAN_CHARS = 6000  # cue regexes look at most at this much of the task (latency bound)
+
+
+def _words(*items: str) -> re.Pattern:
+    return re.compile(r"\b(?:" + "|".join(items) + r")\b")
+
+
+_CUES = {
+    "constraint": _words("must", "should", "exactly", "at least", "at most", "no more than", "without",
+                         "only", "include", "ensure", "avoid", "each", "every", "under", "within",
+                         "format", "json", "table", "headings?", "requirements?"),
+    "code": _words("def", "return", "function", "class", "import", "select", "const", "let", "var",
+                   "public", "fn", "func", "async", "await", "sql", "python", "javascript", "code",
+                   "bug", "api", "docker\\w*", "query", "regex", "compile\\w*"),
+    "math": _words("solve", "equation", "integral", "derivative", "limit", "probability", "matrix",
+                   "prove", "theorem", "factor", "calculate", "compute", "sum", "percent", "x"),
+    "reasoning": _words("why", "explain", "step by step", "compare", "analy[sz]e", "trade-?offs?",
+                        "evaluate", "justify", "reason\\w*", "plan", "diagnose", "weigh", "pros",
+                        "cons", "argue", "critically", "assess"),
+    "expert": _words("prove", "proof", "rigorous\\w*", "theorem", "derive", "formal\\w*", "architect\\w*",
+                     "scalab\\w*", "distributed", "consistency", "replication", "failure modes?",
+                     "lower bound", "literature", "historiograph\\w*", "equilibrium", "threat-model"),
+    "brevity": _words("one word", "one sentence", "briefly", "short", "yes or no", "tl;?dr", "quick",
+                      "concise", "simple terms"),
+    "detail": _words("in detail", "detailed", "comprehensive", "thorough\\w*", "exhaustive",
+                     "full", "complete", "in depth"),
+}
+_REQUESTED = re.compile(r"(\d{1,5})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
+_UNIT_WORDS = {"w": 1, "p": 450, "s": 20, "b": 15, "i": 15, "e": 15}
+_LIST_LINE = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s")
+_CODE_CHARS = re.compile(r"[{};=<>\[\]()]|```|::|->|=>")
+_MATH_CHARS = re.compile(r"[0-9][0-9.,]*|[+\-*/^=<>]")
+
+FEATURE_NAMES = [
+    "log_chars_total", "log_chars_task", "log_words_task", "log_messages", "log_user_turns",
+    "has_system", "log_system_chars", "log_assistant_chars", "log_questions", "log_lines",
+    "log_list_items", "log_sentences", "log_code_fences", "code_char_density", "math_char_density",
+    "non_ascii_ratio", "avg_word_len", "log_requested_words",
+] + [f"log_cue_{name}" for name in _CUES]
+
+
+def _requested_words(text: str) -> float:
+    total = 0
+    for number, unit in _REQUESTED.findall(text):
+        total = max(total, int(number) * _UNIT_WORDS.get(unit[0], 1))
+    return math.log1p(total)
+
+
+def extract(messages: list[dict] | None = None, prompt: str | None = None) -> tuple[str, np.ndarray]:
+    """The model's two inputs for one request: normalised text and structural features."""
+    task, context, turns = split_request(messages, prompt)
+    norm_task = normalize_text(task)
+    scan = norm_task[:_SCAN_CHARS]
+    words = len(norm_task.split()) or 1
+    system_chars = sum(len(str(m.get("content") or "")) for m in turns if m.get("role") == "system")
+    assistant_chars = sum(len(str(m.get("content") or "")) for m in turns if m.get("role") == "assistant")
+    non_ascii = 0 if task.isascii() else sum(1 for ch in task if ord(ch) > 127)
+    n_chars = max(len(task), 1)
+    values = [
+        math.log1p(len(task) + len(context)), math.log1p(len(task)), math.log1p(words),
+        math.log1p(len(turns)), math.log1p(sum(1 for m in turns if m.get("role") == "user")),
+        float(system_chars > 0), math.log1p(system_chars), math.log1p(assistant_chars),
+        math.log1p(task.count("?") + task.count("？")), math.log1p(task.count("\n")),
+        math.log1p(len(_LIST_LINE.findall(task[:_SCAN_CHARS]))),
+        math.log1p(scan.count(". ") + scan.count("? ") + 1), math.log1p(task.count("```")),
+        len(_CODE_CHARS.findall(task[:_SCAN_CHARS])) / min(n_chars, _SCAN_CHARS),
+        len(_MATH_CHARS.findall(scan)) / max(len(scan), 1),
+        non_ascii / n_chars, len(norm_task) / words, _requested_words(scan),
+    ] + [math.log1p(len(rx.findall(scan))) for rx in _CUES.values()]
+    return model_text(task, context), np.asarray(values, dtype=np.float32)
+
+
+def extract_many(requests: list[dict]) -> tuple[list[str], np.ndarray]:
+    """Batch form for training/evaluation rows shaped like `{"messages"|"prompt": ...}`."""
+    texts, rows = [], []
+    for req in requests:
+        text, vec = extract(req.get("messages"), req.get("prompt"))
+        texts.append(text)
+        rows.append(vec)
+    return texts, np.vstack(rows) if rows else np.zeros((0, len(FEATURE_NAMES)), np.float32)

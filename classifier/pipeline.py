@@ -1,0 +1,106 @@
+"""train -> export -> calibrate -> evaluate, writing `complexity.onnx` + `metadata.json`."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import calibration
+from . import economics as econ
+from .dataset import load_splits, read_jsonl
+from .evaluation import evaluate_rows, probabilities
+from .features import FEATURE_NAMES
+from .runtime import METADATA_FILE, MODEL_FILE, ComplexityClassifier
+
+Progress = Callable[[str], None]
+
+
+def _dataset_stats(data: str | Path | None, splits: dict[str, list[dict]]) -> dict:
+    folder = Path(data) if data else Path(__file__).resolve().parent / "data"
+    stats_file = folder / "stats.json" if folder.is_dir() else None
+    stats = json.loads(stats_file.read_text()) if stats_file and stats_file.exists() else {}
+    rows = [r for rs in splits.values() for r in rs]
+    stats["rows"] = {k: len(v) for k, v in splits.items()}
+    stats["sources_in_rows"] = len({r.get("template") for r in rows if r.get("template")})
+    return stats
+
+
+def train(data: str | Path | None, out: str | Path, feedback: list[str] = (), progress: Progress = print,
+          config: str | Path | None = None) -> dict:
+    from .export import to_onnx  # sklearn/skl2onnx only load when training
+    from .training import fit
+
+    splits = load_splits(data)
+    extra = [row for path in feedback for row in read_jsonl(path)]
+    train_rows = splits["train"] + extra
+    missing = {1, 2, 3, 4} - {r["tier"] for r in train_rows}
+    if missing:
+        raise ValueError(f"training data has no rows of tier {sorted(missing)}; all four tiers are needed")
+    progress(f"training on {len(train_rows)} rows ({len(extra)} from feedback files)")
+    model, info = fit(train_rows, splits.get("validation"), progress)
+    onnx_bytes = to_onnx(model, len(FEATURE_NAMES)).SerializeToString()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MODEL_FILE).write_bytes(onnx_bytes)
+    now = dt.datetime.now(dt.timezone.utc)
+    metadata = {
+        "version": f"{now:%Y.%m.%d}-{hashlib.sha256(onnx_bytes).hexdigest()[:10]}",
+        "trained_at": now.isoformat(timespec="seconds"),
+        "feature_names": FEATURE_NAMES,
+        "training": {**info, "rows": len(train_rows), "feedback_rows": len(extra), "feedback_files": list(feedback),
+                     "label_distribution": {str(k): v for k, v in sorted(Counter(r["tier"] for r in train_rows).items())}},
+        "dataset": _dataset_stats(data, splits),
+        "thresholds": {"2": 0.5, "3": 0.5, "4": 0.5},
+    }
+    (out / METADATA_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
+    sample = splits.get("validation") or train_rows
+    progress(f"calibrating on {len(sample)} rows")
+    calibrate(out, sample, config=config)
+    progress("evaluating")
+    return evaluate(out, splits, config=config, store=True)
+
+
+def calibrate(model_dir: str | Path, rows: list[dict], config=None, shares: list[float] | None = None,
+              cost_per_request: float | None = None, quality: float = 0.95, max_under_routing: float = 0.05) -> dict:
+    """Set the model's thresholds on a sample (target shares, target cost, or quality) and save them."""
+    clf = ComplexityClassifier.load(model_dir)
+    probs = probabilities(clf, rows)
+    labelled = all(r.get("tier") in (1, 2, 3, 4) for r in rows)
+    labels = np.array([r["tier"] for r in rows]) if labelled else None
+    # answer length follows the true tier when known, the most likely tier otherwise
+    costs = econ.cost_matrix(rows, econ.tier_prices(config), labels if labelled else np.argmax(probs, 1) + 1)
+    if shares is not None:
+        target, th = {"shares": shares}, calibration.for_shares(probs, shares)
+    elif cost_per_request is not None:
+        target, th = {"cost_per_request_usd": cost_per_request}, calibration.for_cost(probs, costs, cost_per_request)
+    else:
+        if labels is None:
+            raise ValueError("quality calibration needs labelled rows ('tier'); use --shares or --cost")
+        target = {"quality": quality, "max_under_routing": max_under_routing}
+        th = calibration.for_quality(probs, labels, costs, quality, max_under_routing)
+    result = {"target": target, "thresholds": th, "sample_rows": len(rows),
+              "on_sample": calibration.report(probs, labels, costs, th)}
+    path = Path(model_dir) / METADATA_FILE
+    metadata = json.loads(path.read_text())
+    metadata["thresholds"] = {str(k): v for k, v in th.items()}
+    metadata["calibration"] = result
+    path.write_text(json.dumps(metadata, indent=2) + "\n")
+    return result
+
+
+def evaluate(model_dir: str | Path, splits: dict[str, list[dict]], config=None, store: bool = False) -> dict:
+    clf = ComplexityClassifier.load(model_dir)
+    prices = econ.tier_prices(config)
+    report = {name: evaluate_rows(clf, rows, prices) for name, rows in splits.items()
+              if name != "train" and rows}
+    if store:
+        path = Path(model_dir) / METADATA_FILE
+        metadata = json.loads(path.read_text())
+        metadata["metrics"] = report
+        path.write_text(json.dumps(metadata, indent=2) + "\n")
+    return report

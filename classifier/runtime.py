@@ -1,0 +1,88 @@
+"""Serving-side classifier: numpy + onnxruntime only (never scikit-learn).
+
+    clf = ComplexityClassifier.load()          # the model shipped in classifier/model/
+    pred = clf.predict(messages=[{"role": "user", "content": "hi"}])
+    pred.tier, pred.probs, pred.thresholds
+
+Thread-safe: features are pure functions and onnxruntime's `run` may be called
+concurrently on one session.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from .decision import DEFAULT_THRESHOLDS, decide, decide_many, shifted
+from .features import extract
+
+PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
+MODEL_FILE = "complexity.onnx"
+METADATA_FILE = "metadata.json"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    tier: int
+    probs: list[float]
+    thresholds: dict[int, float]
+
+
+class ComplexityClassifier:
+    def __init__(self, session: ort.InferenceSession, metadata: dict):
+        self._session = session
+        self.metadata = metadata
+        self.version: str = metadata.get("version", "unknown")
+        raw = metadata.get("thresholds") or DEFAULT_THRESHOLDS
+        self.thresholds: dict[int, float] = {int(k): float(v) for k, v in raw.items()}
+
+    @classmethod
+    def load(cls, model_dir: str | Path | None = None) -> "ComplexityClassifier":
+        folder = Path(model_dir) if model_dir is not None else PACKAGED_MODEL_DIR
+        metadata = json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))
+        options = ort.SessionOptions()
+        # one request is tiny: extra threads only add wake-up latency on a shared CPU
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"])
+        return cls(session, metadata)
+
+    def probabilities(self, texts: list[str], numeric: np.ndarray) -> np.ndarray:
+        """[N,4] tier probabilities for already extracted inputs."""
+        feed = {"text": np.asarray(texts, dtype=object).reshape(-1, 1),
+                "numeric": np.asarray(numeric, dtype=np.float32).reshape(len(texts), -1)}
+        return self._session.run(["probs"], feed)[0]
+
+    def predict(self, messages: list[dict] | None = None, prompt: str | None = None,
+                threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
+        text, numeric = extract(messages, prompt)
+        probs = self.probabilities([text], numeric[None, :])[0]
+        return Prediction(self.decide(probs, threshold_shift, bias), [float(p) for p in probs],
+                          self._effective(threshold_shift))
+
+    def predict_many(self, requests: list[dict], threshold_shift: dict[int, float] | None = None) -> list[Prediction]:
+        """Batch form for rows shaped like `{"messages": [...]}` or `{"prompt": "..."}`."""
+        if not requests:
+            return []
+        extracted = [extract(r.get("messages"), r.get("prompt")) for r in requests]
+        probs = self.probabilities([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
+        tiers = decide_many(probs, shifted(self.thresholds, threshold_shift))
+        used = self._effective(threshold_shift)
+        return [Prediction(int(t), [float(x) for x in p], used) for t, p in zip(tiers, probs)]
+
+    def decide(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:
+        """Tier for given probabilities under shifted thresholds.
+
+        `threshold_shift[k]` (k = 2..4) is added to the threshold on P(tier >= k): a negative
+        shift sends more requests to tier k or above. To take load off a failing tier t,
+        the quality monitor lowers the threshold of tier t+1, e.g. {t + 1: -0.1}.
+        `bias` then moves the decided tier up or down, clamped to 1..4.
+        """
+        return decide(probs, self.thresholds, threshold_shift, bias)
+
+    def _effective(self, threshold_shift: dict[int, float] | None) -> dict[int, float]:
+        values = shifted(self.thresholds, threshold_shift)
+        return {k: float(v) for k, v in zip((2, 3, 4), values)}

@@ -1,0 +1,150 @@
+"""Cost accounting metrics: what each request cost, what it would have cost on the top tier,
+why it went to its tier, and each tenant's budgets and ledger spend (the Cost dashboard).
+
+Costs use the spend ledger's own arithmetic (policies.costs: integer pico-dollars per token,
+rounded up once per request to a whole micro-dollar), so `tiergate_cost_usd_total` summed over
+a tenant equals its `/v1/usage` spend to the micro-dollar, not just roughly.
+
+"Top tier" is the config's highest-level tier; its counterfactual cost prices the same tokens
+at that tier's prices (a bigger model would not use the same tokens, but this is the usual
+and reproducible definition of "what routing saved").
+
+Known series are created at 0 when a policy is built (start and every reload), so `increase()`
+sees a tenant's first request instead of starting from it. Label values are bounded: tenants
+and tiers come from the config, reasons from ROUTING_REASONS, levels are classifier levels.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from functools import lru_cache
+
+from prometheus_client import Counter, Gauge
+
+from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
+
+from .config import AUTO, Config, Tier
+from .metrics import METRICS
+
+# Why a request ended on its tier; exactly one per request, the first that applies wins.
+ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")
+BUDGET_PERIODS = {"day": ("daily_soft", "daily_hard"), "month": ("monthly_soft", "monthly_hard")}
+
+TOP_TIER_COST = Counter("tiergate_cost_top_tier_usd_total",
+                        "What the served tokens would have cost at the top tier's prices",
+                        ["tenant", "tier", "model"])
+SAVED = Counter("tiergate_cost_saved_usd_total", "Top-tier cost minus actual cost of the served tokens",
+                ["tenant", "tier", "model"])
+ROUTED = Counter("tiergate_routed_requests_total", "Requests an upstream answered, by why their tier was chosen",
+                 ["tenant", "tier", "reason"])
+CLASSIFIER_LEVELS = Counter("tiergate_classifier_predictions_total",
+                            "Complexity levels predicted by the classifier for served requests",
+                            ["classifier", "level"])
+BUDGET = Gauge("tiergate_tenant_budget_usd", "Configured budget per tenant", ["tenant", "period", "kind"],
+               multiprocess_mode="livemostrecent")
+SPEND = Gauge("tiergate_tenant_spend_usd", "Ledger spend of the current UTC day/month, as of this "
+              "gateway's last admit/settle for the tenant", ["tenant", "period"], multiprocess_mode="livemax")
+_published: dict[tuple[str, str], tuple[str, float]] = {}  # (tenant, period) -> (period key, value) set here
+
+
+@lru_cache(maxsize=256)
+def _price(tier: Tier) -> TierPrice:
+    try:
+        return tier_price(tier)
+    except ValueError:  # more than 6 decimals: the ledger refuses such configs; metrics round instead
+        return TierPrice(round(tier.price_per_mtok.input * PICO_PER_MICRO),
+                         round(tier.price_per_mtok.output * PICO_PER_MICRO))
+
+
+def cost_micro(tier: Tier, prompt_tokens: int, completion_tokens: int) -> int:
+    return request_cost_micro(_price(tier), prompt_tokens, completion_tokens)
+
+
+def top_tier(config: Config) -> Tier:
+    return max(config.tiers, key=lambda t: t.level)
+
+
+def _baseline_tier(config: Config, route) -> Tier | None:
+    """The tier the classifier (or the request itself) would have picked without any policy."""
+    if route.classification is not None:
+        return config.tier_for_level(route.classification.tier)
+    resolved = config.resolve_model(route.requested_model)
+    return config.tier(resolved) if resolved and resolved != AUTO else None
+
+
+def routing_reason(config: Config, route, served: Tier, attempts: int) -> str:
+    if served.name != route.tier.name:
+        return "escalation"
+    if attempts > 1:
+        return "failover"
+    if any(str(rule).startswith("pinned_route") for rule in getattr(route.decision, "rules", ())):
+        return "pinned"
+    baseline = _baseline_tier(config, route)
+    if baseline is not None and baseline.level != route.tier.level:
+        return "policy_downgrade" if route.tier.level < baseline.level else "policy_upgrade"
+    return "classifier" if route.classification is not None else "explicit"
+
+
+def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> None:
+    """Account one finished client request (called once, after the final attempt)."""
+    if opened is None:
+        return  # no upstream answered: nothing served, nothing routed
+    ROUTED.labels(ctx.tenant, served.name, routing_reason(config, route, served, opened.attempts)).inc()
+    if route.classification is not None:
+        CLASSIFIER_LEVELS.labels(route.classification.classifier, str(int(route.classification.tier))).inc()
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    if prompt <= 0 and completion <= 0:
+        return
+    actual = cost_micro(served, prompt, completion)
+    top = top_tier(config)
+    counterfactual = cost_micro(top, prompt, completion)
+    METRICS.cost.labels(ctx.tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
+    TOP_TIER_COST.labels(ctx.tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
+    SAVED.labels(ctx.tenant, served.name, served.model).inc(max(0, counterfactual - actual) / MICRO_PER_USD)
+
+
+def publish_policy(config: Config, service) -> None:
+    """Budgets per tenant as gauges, and every known (tenant, tier) series at 0."""
+    tenants = getattr(getattr(service, "config", None), "tenants", None)
+    names = list(tenants) if tenants else ["anonymous"]
+    for name in names:
+        for tier in config.tiers:
+            for series in (METRICS.cost, TOP_TIER_COST, SAVED):
+                series.labels(name, tier.name, tier.model)
+            for direction in ("in", "out"):
+                METRICS.tokens.labels(name, tier.name, tier.model, direction)
+            for reason in ROUTING_REASONS:
+                ROUTED.labels(name, tier.name, reason)
+        budgets = getattr(getattr(tenants.get(name), "policy", None), "budgets", None) if tenants else None
+        for period, fields in BUDGET_PERIODS.items():
+            for kind, field in zip(("soft", "hard"), fields):
+                micro = getattr(budgets, field, None)
+                if micro is not None:
+                    BUDGET.labels(name, period, kind).set(micro / MICRO_PER_USD)
+
+
+def publish_spend(policy, tenant: str) -> None:
+    """The ledger's day/month spend as last returned by Redis to this process (exact figures).
+
+    Several processes: /metrics shows the largest live value, and within a period spend only
+    grows, so that is the newest. Hence a settle that finishes late never lowers the figure here,
+    and when a period ends this process zeroes its old figures (until a process serves a
+    tenant after midnight UTC, the tenant's "day" still shows yesterday's spend)."""
+    snapshot = getattr(policy, "snapshot", None)
+    if snapshot is None:
+        return
+    spent = snapshot(tenant)
+    now = getattr(policy, "clock", _utc_now)()
+    periods = {"day": now.strftime("%Y-%m-%d"), "month": now.strftime("%Y-%m")}
+    for (name, period), (key, _) in list(_published.items()):
+        if key != periods[period]:
+            SPEND.labels(name, period).set(0)
+            _published[(name, period)] = (periods[period], 0.0)
+    for period, micro in (("day", spent.day_spend_micro), ("month", spent.month_spend_micro)):
+        value = micro / MICRO_PER_USD
+        if value >= _published.get((tenant, period), ("", 0.0))[1]:
+            SPEND.labels(tenant, period).set(value)
+            _published[(tenant, period)] = (periods[period], value)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,62 @@
+"""The aiohttp application: routes, middlewares, lifecycle."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from wire.errors import error_middleware
+
+from . import handlers
+from .context import RequestContext
+from .handlers import CTX, STATE
+from .metrics import METRICS
+from .openapi import openapi_endpoint
+from .quality import api as quality_api
+from .state import GatewayState
+
+_UNMETERED = {"/metrics", "/health"}
+BODY_LIMIT_CEILING = 64 << 20  # aiohttp's own cap; the configured (reloadable) limit is checked per request
+
+
+@web.middleware
+async def tiergate_headers(request: web.Request, handler):
+    """x-request-id and x-tiergate-* on every answer, and the per-request metric."""
+    ctx = RequestContext(request.headers.get("x-request-id"))
+    request[CTX] = ctx
+    response = await handler(request)
+    if not response.prepared:  # streamed answers set these themselves before the first byte
+        response.headers.update(ctx.headers())
+    if request.path not in _UNMETERED:
+        METRICS.requests.labels(ctx.tenant, ctx.tier, ctx.model, str(response.status)).inc()
+        METRICS.overhead.labels(ctx.tier).observe(ctx.overhead_ms() / 1000.0)
+    return response
+
+
+def build_app(state: GatewayState) -> web.Application:
+    app = web.Application(middlewares=[tiergate_headers, error_middleware], client_max_size=BODY_LIMIT_CEILING)
+    app[STATE] = state
+    app.router.add_post("/v1/chat/completions", handlers.chat_completions)
+    app.router.add_post("/v1/completions", handlers.completions)
+    app.router.add_post("/v1/route", handlers.route_dry_run)
+    app.router.add_get("/v1/models", handlers.list_models)
+    app.router.add_get("/v1/usage", handlers.usage)
+    app.router.add_get("/health", handlers.health)
+    app.router.add_get("/metrics", handlers.metrics_endpoint)
+    app.router.add_get("/openapi.json", openapi_endpoint)
+    quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
+
+    async def lifecycle(app: web.Application):
+        await state.start()
+        yield
+        await state.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app
+
+
+async def start_site(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """Serve app on host:port with SO_REUSEPORT so several processes can share the port."""
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
+    await site.start()
+    return runner

@@ -1,0 +1,78 @@
+"""The gateway's view of the complexity classifier: one small interface.
+
+The real classifier is the ONNX model in classifier/runtime.py. When it is not installed or
+its model file is missing, the gateway falls back to PromptLengthClassifier, a deterministic
+rule on prompt length, and says so in its log and in /v1/route answers.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Classification:
+    tier: int  # complexity level 1 (simple) .. 4 (expert)
+    scores: list[float] | None  # one probability per level, when the classifier has them
+    classifier: str
+
+
+class Classifier(Protocol):
+    name: str
+
+    def classify(self, messages: list[dict] | None, prompt: str | None) -> Classification: ...
+
+
+class PromptLengthClassifier:
+    """Fallback rule, not a model: longer prompts are assumed harder.
+
+    Levels by prompt characters: < 200 -> 1, < 1000 -> 2, < 4000 -> 3, else 4."""
+
+    name = "prompt-length-rule"
+    BOUNDS = (200, 1000, 4000)
+
+    def classify(self, messages, prompt) -> Classification:
+        size = sum(len(m["content"]) for m in messages) if messages else len(prompt or "")
+        level = 1 + sum(size >= bound for bound in self.BOUNDS)
+        return Classification(tier=level, scores=None, classifier=self.name)
+
+
+class OnnxComplexityClassifier:
+    """Adapter over classifier.runtime.ComplexityClassifier."""
+
+    name = "onnx-complexity"
+
+    def __init__(self, model):
+        self._model = model
+
+    def classify(self, messages, prompt) -> Classification:
+        prediction = self._model.predict(messages=messages, prompt=prompt)
+        return Classification(tier=int(prediction.tier), scores=[float(p) for p in prediction.probs],
+                              classifier=self.name)
+
+    @property
+    def version(self) -> str:
+        return self._model.version
+
+    @property
+    def thresholds(self) -> dict[int, float]:
+        return self._model.thresholds
+
+    def decide(self, scores: list[float], threshold_shift: dict[int, float] | None) -> int:
+        """The level for these scores under shifted thresholds (the quality monitor's adjustment)."""
+        return int(self._model.decide(scores, threshold_shift))
+
+
+def load_classifier() -> Classifier:
+    try:
+        from classifier.runtime import ComplexityClassifier
+        classifier = OnnxComplexityClassifier(ComplexityClassifier.load())
+        classifier.classify([{"role": "user", "content": "hello"}], None)  # fail now, not per request
+        return classifier
+    except Exception as exc:  # missing module, model file or runtime: fall back, loudly
+        log.warning("ONNX complexity classifier unavailable (%s: %s); using %s",
+                    type(exc).__name__, exc, PromptLengthClassifier.name)
+        return PromptLengthClassifier()

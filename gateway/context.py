@@ -1,0 +1,34 @@
+"""Per-request bookkeeping: ids, the routing outcome and timing for the x-tiergate-* headers."""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+class RequestContext:
+    __slots__ = ("start", "request_id", "tenant", "tier", "model", "backend", "upstream_s")
+
+    def __init__(self, client_request_id: str | None):
+        self.start = time.perf_counter()
+        ok = client_request_id is not None and _CLIENT_ID.match(client_request_id)
+        self.request_id = client_request_id if ok else "req-" + os.urandom(12).hex()
+        self.tenant = "none"
+        self.tier = "none"
+        self.model = "none"
+        self.backend = "none"
+        self.upstream_s = 0.0  # time spent waiting on upstreams, excluded from the overhead
+
+    def overhead_ms(self) -> float:
+        return max(0.0, (time.perf_counter() - self.start - self.upstream_s) * 1000.0)
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "x-request-id": self.request_id,
+            "x-tiergate-tier": self.tier,
+            "x-tiergate-model": self.model,
+            "x-tiergate-backend": self.backend,
+            "x-tiergate-overhead-ms": f"{self.overhead_ms():.3f}",
+        }

@@ -1,0 +1,186 @@
+"""HTTP handlers for the OpenAI endpoints, the dry-run route, models, health and metrics."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+
+from aiohttp import web
+
+from wire.errors import OpenAIError, read_json_object
+from wire.requests import parse_chat, parse_completion
+
+from . import metrics
+from .accounting import publish_spend, record_request
+from .config import AUTO
+from .metrics import METRICS
+from .relay import StreamRelay, Usage, relay_whole
+from .routing import plan_route
+from .upstream import choose, open_upstream
+
+log = logging.getLogger(__name__)
+STATE = web.AppKey("tiergate_state", object)
+CTX = web.RequestKey("tiergate_ctx", object)
+PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+
+
+async def _read_body(request: web.Request, limit: int) -> dict:
+    if request.content_length is not None and request.content_length > limit:
+        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
+    body = await read_json_object(request)
+    if len(await request.read()) > limit:  # chunked uploads carry no Content-Length (read() is cached)
+        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
+    return body
+
+
+def _parse(kind: str, body: dict):
+    return parse_chat(body) if kind == "chat" else parse_completion(body)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "completion")
+
+
+async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
+    state = request.app[STATE]
+    config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
+    ctx = request[CTX]
+    body = await _read_body(request, config.limits.max_body_bytes)
+    parsed = _parse(kind, body)
+    policy = state.policy
+    tenant = policy.authenticate(request.headers.get("Authorization"))
+    ctx.tenant = tenant.name
+    route = plan_route(state, config, tenant, parsed)
+    ctx.tier, ctx.model = route.tier.name, route.tier.model
+    max_tokens = parsed.params.max_tokens or config.limits.default_max_tokens
+    cap = getattr(route.decision, "max_tokens_cap", None)
+    admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
+                                   min(max_tokens, cap) if cap else max_tokens)
+    usage, opened, relay = Usage(), None, None
+    sample = state.quality.begin(config, route, tenant, ctx.request_id, kind, body)  # None unless drawn
+    try:
+        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, parsed.params.stream)
+        if parsed.params.stream:
+            relay = StreamRelay(request, opened, ctx, usage, parsed.params.include_usage,
+                                route.estimated_prompt_tokens)
+            relay.tap = sample.tap if sample is not None else None
+            return await relay.run()
+        return relay_whole(opened, ctx, usage)
+    finally:
+        if opened is not None:
+            opened.backend.on_done()
+            if relay is None or relay.completed:
+                opened.response.release()
+            else:  # closing (not pooling) the connection is what tells the worker to stop generating
+                opened.response.close()
+        if relay is not None and not usage.reported:  # client went away mid-stream
+            usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, relay.chunks
+        tier = config.tier(ctx.tier) or route.tier
+        _account(ctx, tier, usage, parsed.params.stream)
+        record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, routing reason
+        if sample is not None:  # queued for a background re-check; never waits
+            state.quality.finish(sample, opened, relay)
+        # shield: a client disconnect must not skip billing what was served
+        await asyncio.shield(_settle(policy, admission, ctx, tier.name, usage))
+
+
+async def _settle(policy, admission, ctx, tier_name: str, usage: Usage) -> None:
+    try:
+        await policy.settle(admission, ctx.request_id, tier_name, usage.prompt_tokens, usage.completion_tokens)
+        publish_spend(policy, ctx.tenant)
+    except Exception:  # settle failures are the policy's to report; the answer already left
+        log.exception("settle failed for request %s", ctx.request_id)
+
+
+def _account(ctx, tier, usage: Usage, stream: bool) -> None:
+    if usage.prompt_tokens or usage.completion_tokens:
+        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "in").inc(usage.prompt_tokens)
+        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "out").inc(usage.completion_tokens)
+    now = time.perf_counter()
+    METRICS.e2e.labels(tier.name, tier.model).observe(now - ctx.start)
+    if usage.first_token_at:
+        METRICS.ttft.labels(tier.name, tier.model).observe(usage.first_token_at - ctx.start)
+        if stream and usage.completion_tokens > 1:
+            METRICS.tpot.labels(tier.name, tier.model).observe(
+                (now - usage.first_token_at) / (usage.completion_tokens - 1))
+
+
+async def route_dry_run(request: web.Request) -> web.Response:
+    """The decision for a request, without generating: tier, scores, rules, chosen worker."""
+    state = request.app[STATE]
+    config = state.config
+    body = await _read_body(request, config.limits.max_body_bytes)
+    parsed = _parse("chat" if "messages" in body else "completion", body)
+    tenant = state.policy.authenticate(request.headers.get("Authorization"))
+    ctx = request[CTX]
+    ctx.tenant = tenant.name
+    route = plan_route(state, config, tenant, parsed)
+    pick, keys = await choose(state, config, route, route.tier, set())
+    ctx.tier, ctx.model = route.tier.name, route.tier.model
+    ctx.backend = pick.backend.label if pick else "none"
+    c = route.classification
+    return web.json_response({
+        "object": "tiergate.route",
+        "requested_model": route.requested_model,
+        "tier": route.tier.name,
+        "model": route.tier.model,
+        "classifier": {"name": c.classifier, "tier": c.tier, "scores": c.scores} if c else None,
+        "rules": list(getattr(route.decision, "rules", [])),
+        "priority": getattr(route.decision, "priority", None),
+        "max_tokens_cap": getattr(route.decision, "max_tokens_cap", None),
+        "backend": pick.backend.url if pick else None,
+        "affinity": (pick.affinity if keys else "none") if pick else None,
+        "tenant": tenant.name,
+    })
+
+
+async def list_models(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    config = state.config
+    state.policy.authenticate(request.headers.get("Authorization"))
+    entries = [{"id": AUTO, "object": "model", "created": 0, "owned_by": "tiergate", "tiergate": {"kind": "auto"}}]
+    for tier in config.tiers:
+        entries.append({"id": tier.name, "object": "model", "created": 0, "owned_by": "tiergate",
+                        "tiergate": {"kind": "tier", "model": tier.model, "level": tier.level,
+                                     "price_per_mtok": {"input": tier.price_per_mtok.input,
+                                                        "output": tier.price_per_mtok.output}}})
+    for model in dict.fromkeys(t.model for t in config.tiers):
+        if model not in {e["id"] for e in entries}:
+            entries.append({"id": model, "object": "model", "created": 0, "owned_by": "tiergate",
+                            "tiergate": {"kind": "model", "tier": config.resolve_model(model)}})
+    for alias, target in config.aliases.items():
+        entries.append({"id": alias, "object": "model", "created": 0, "owned_by": "tiergate",
+                        "tiergate": {"kind": "alias", "target": target}})
+    return web.json_response({"object": "list", "data": entries})
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    now = time.monotonic()
+    backends = {b.url: {"healthy": b.healthy, "breaker": b.breaker_state(now), "outstanding": b.outstanding}
+                for b in state.pools.backends.values()}
+    return web.json_response({"status": "ok", "pid": os.getpid(), "classifier": state.classifier.name, "backends": backends})
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    body, content_type = metrics.render()
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+async def usage(request: web.Request) -> web.Response:
+    """The calling tenant's usage (all tenants for the admin key), when policies are configured."""
+    state = request.app[STATE]
+    policy = state.policy
+    tenant = policy.authenticate(request.headers.get("Authorization"))
+    request[CTX].tenant = tenant.name
+    if not hasattr(policy, "usage"):
+        raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")
+    days = request.query.get("days", "7")
+    if not days.isdigit() or not 1 <= int(days) <= 366:
+        raise OpenAIError(400, "'days' must be an integer from 1 to 366", param="days", code="invalid_value")
+    return web.json_response(await policy.usage(tenant, days=int(days)))

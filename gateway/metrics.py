@@ -1,0 +1,59 @@
+"""Prometheus metrics. Labels are bounded: tenant, tier, model, backend — never keys or ids.
+
+With several gateway processes (`--workers N`), the launcher sets PROMETHEUS_MULTIPROC_DIR
+before any process imports prometheus_client, and /metrics aggregates all processes
+(counters and histograms summed, gauges per `multiprocess_mode`). With one process the
+default registry is served as is.
+"""
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import REGISTRY, multiprocess
+
+_LATENCY = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120)
+_PER_TOKEN = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1)
+_FAST = (.00002, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05)
+
+
+class _Metrics:
+    def __init__(self):
+        self.requests = Counter("tiergate_requests_total", "Client requests answered",
+                                ["tenant", "tier", "model", "status"])
+        self.ttft = Histogram("tiergate_ttft_seconds", "Time to first token as the client sees it",
+                              ["tier", "model"], buckets=_LATENCY)
+        self.tpot = Histogram("tiergate_time_per_output_token_seconds", "Streaming time per output token",
+                              ["tier", "model"], buckets=_PER_TOKEN)
+        self.e2e = Histogram("tiergate_request_duration_seconds", "End-to-end request time",
+                             ["tier", "model"], buckets=_LATENCY)
+        self.overhead = Histogram("tiergate_overhead_seconds", "Time spent in the gateway itself",
+                                  ["tier"], buckets=_FAST)
+        self.tokens = Counter("tiergate_tokens_total", "Tokens served", ["tenant", "tier", "model", "direction"])
+        self.cost = Counter("tiergate_cost_usd_total", "Cost of served tokens at the tier's prices",
+                            ["tenant", "tier", "model"])
+        self.upstream_errors = Counter("tiergate_upstream_errors_total", "Failed upstream attempts",
+                                       ["tier", "backend", "kind"])
+        self.retries = Counter("tiergate_retries_total", "Attempts retried on another worker", ["tier"])
+        self.escalations = Counter("tiergate_escalations_total", "Requests moved to the next tier up",
+                                   ["from_tier", "to_tier"])
+        self.affinity = Counter("tiergate_affinity_total", "Prefix-affinity outcomes", ["tier", "result"])
+        self.classifier = Histogram("tiergate_classifier_seconds", "Classifier latency", ["classifier"],
+                                    buckets=_FAST)
+        self.redis_errors = Counter("tiergate_redis_errors_total", "Redis operations that failed", ["op"])
+        self.reloads = Counter("tiergate_config_reloads_total", "Config reload attempts", ["result"])
+        self.stream_cut = Counter("tiergate_streams_cut_total", "Streams ended by an upstream failure",
+                                  ["tier", "backend"])
+        self.backend_up = Gauge("tiergate_backend_up", "1 if the backend is eligible for traffic",
+                                ["backend"], multiprocess_mode="max")
+
+
+METRICS = _Metrics()
+
+
+def render() -> tuple[bytes, str]:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -1,0 +1,95 @@
+"""`GET /v1/quality` (summary of recent samples per tier) and `POST /admin/classifier/reload`.
+
+Both need the admin key when policies (tenants) are configured. With the open policy (no
+keys at all) the gateway has no notion of an administrator, so both are open, like every
+other endpoint of such a gateway: run it only on a trusted network.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from aiohttp import web
+
+from wire.errors import OpenAIError
+
+from ..policy_seam import OpenPolicy
+from .hotswap import version_of
+from .monitor import top_tier
+
+RECENT = 500  # samples read for the summary
+
+
+def _require_admin(request: web.Request, state) -> None:
+    tenant = state.policy.authenticate(request.headers.get("Authorization"))
+    if not isinstance(state.policy, OpenPolicy) and not getattr(tenant, "is_admin", False):
+        raise OpenAIError(403, "this endpoint needs the admin key", code="admin_required",
+                          type="permission_error")
+
+
+def _tier_summary(rows: list[dict]) -> dict:
+    sims = [float(r["similarity"]) for r in rows if r.get("similarity")]
+    checks = Counter(c for r in rows for c in r.get("checks_failed", "").split(",") if c)
+    failed = sum(r.get("verdict") == "fail" for r in rows)
+    return {"samples": len(rows), "failed": failed, "failure_rate": round(failed / len(rows), 4) if rows else None,
+            "mean_similarity": round(sum(sims) / len(sims), 4) if sims else None, "checks_failed": dict(checks)}
+
+
+async def quality(request: web.Request) -> web.Response:
+    from ..handlers import STATE
+
+    state = request.app[STATE]
+    _require_admin(request, state)
+    monitor, config = state.quality, state.config
+    body = {"object": "tiergate.quality", "enabled": monitor.config.enabled,
+            "sampling_rate": monitor.config.sampling_rate, "top_tier": top_tier(config).name,
+            "local_counts": dict(monitor.counts), "queue_depth": monitor.queue.qsize() if monitor.queue else 0,
+            "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
+            "classifier": {"name": getattr(state.classifier, "name", "unknown"),
+                           "version": version_of(state.classifier), "swaps": monitor.swapper.history},
+            "tiers": {}, "classes": {}, "changes": []}
+    store = monitor.store
+    if store is None:
+        body["storage"] = "none (no Redis configured)"
+        return web.json_response(body)
+    try:
+        recent = await store.recent_samples(RECENT)
+        steps = await store.steps()
+        for tier in config.tiers:
+            if tier.level >= top_tier(config).level:
+                continue
+            failures, size = await store.window(store.keys["tier"] + tier.name)
+            body["tiers"][tier.name] = {
+                "window": {"samples": size, "failed": failures,
+                           "failure_rate": round(failures / size, 4) if size else None},
+                "adjustment_steps": steps.get(tier.name, 0),
+                "recent": _tier_summary([r for r in recent if r.get("tier") == tier.name])}
+        for level in (1, 2, 3, 4):
+            failures, size = await store.window(store.keys["class"] + str(level))
+            if size:
+                body["classes"][str(level)] = {"samples": size, "failed": failures,
+                                               "failure_rate": round(failures / size, 4)}
+        body["changes"] = await store.recent_changes(20)
+    except OpenAIError:
+        raise
+    except Exception as exc:
+        raise OpenAIError(503, f"quality store unavailable: {type(exc).__name__}", code="store_unavailable") from None
+    return web.json_response(body, dumps=lambda o: json.dumps(o, separators=(",", ":")))
+
+
+async def reload_classifier(request: web.Request) -> web.Response:
+    from ..handlers import STATE
+
+    state = request.app[STATE]
+    _require_admin(request, state)
+    try:
+        event = await state.quality.swapper.reload("admin endpoint")
+    except Exception as exc:
+        raise OpenAIError(422, f"the model could not be loaded, the running one is kept: {type(exc).__name__}: {exc}",
+                          code="model_rejected") from None
+    return web.json_response({"object": "tiergate.classifier_reload", **event})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v1/quality", quality)
+    app.router.add_post("/admin/classifier/reload", reload_classifier)

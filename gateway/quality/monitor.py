@@ -1,0 +1,248 @@
+"""The quality monitor: choose samples, re-ask in the background, score, store, adjust routing.
+
+Request path (all O(1), never awaits): `adjust` applies the current threshold shift to the
+classification; `begin` draws the sample (rate from config, or the tenant's policy);
+`finish`, after the answer was relayed and accounted, puts it on a bounded queue or drops it
+(counted). A fixed number of background tasks do the rest. Any error in here is logged and
+counted; it never reaches a client.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+
+from ..config import AUTO
+from ..metrics import METRICS
+from . import metrics
+from .config import QualityConfig, parse_quality
+from .controller import Controller, ShiftedClassification
+from .hotswap import ClassifierSwapper
+from .reask import ask
+from .sample import Sample, digest, features, request_record
+from .scorer import Scorer
+from .store import QualityStore
+
+log = logging.getLogger(__name__)
+
+
+def top_tier(config):
+    return max(config.tiers, key=lambda t: t.level)
+
+
+class QualityMonitor:
+    def __init__(self, state, scorer: Scorer | None = None):
+        self.state = state
+        self.config: QualityConfig = parse_quality(state.config)
+        self.controller = Controller()
+        self.scorer = scorer or Scorer()
+        self.swapper = ClassifierSwapper(state)
+        self.store: QualityStore | None = None
+        self.queue: asyncio.Queue | None = None
+        self.counts = {"sampled": 0, "dropped": 0, "passed": 0, "failed": 0, "error": 0}
+        self._tasks: list[asyncio.Task] = []
+        self._shared_ok = True
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        q = self.config
+        if self.state.redis is not None:
+            self.store = QualityStore(self.state.redis, self.state.config.redis.key_prefix)
+        if q.classifier_model_dir:
+            try:
+                await self.swapper.reload("configured classifier_model_dir")
+            except Exception:  # logged by the swapper; the packaged/fallback classifier keeps serving
+                pass
+        self.thresholds_changed()
+        self.queue = asyncio.Queue(q.queue_size)
+        self._tasks = [asyncio.create_task(self._work()) for _ in range(q.concurrency)]
+        self._tasks.append(asyncio.create_task(self._refresh_loop()))
+        if q.enabled:
+            await self._warm_up()  # before traffic: loading later would compete with requests
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.scorer.close()
+
+    def configure(self, config: QualityConfig) -> None:
+        """Config reload: rates, thresholds and storage options apply at once (queue size and
+        concurrency keep their start-up values)."""
+        self.config = config
+        self.thresholds_changed()
+
+    def thresholds_changed(self) -> None:
+        self.controller.update(self.controller.steps, self.state.config.tiers, self.config.step,
+                               getattr(self.state.classifier, "thresholds", None))
+
+    async def _warm_up(self) -> None:
+        try:
+            await self.scorer.warm_up()
+        except Exception:
+            log.exception("quality scorer: loading the embedding model failed; samples will count as errors")
+
+    # --- request path -------------------------------------------------------------------
+
+    def adjust(self, classification):
+        return self.controller.adjust(self.state.classifier, classification)
+
+    def begin(self, config, route, tenant, request_id: str, kind: str, body: dict) -> Sample | None:
+        q = self.config
+        if not q.enabled or self.queue is None:
+            return None
+        rate = getattr(route.decision, "sampling_rate", None)
+        if random.random() >= (q.sampling_rate if rate is None else rate):
+            return None
+        try:
+            top = top_tier(config)
+            c = route.classification
+            candidate, shadow = route.tier, False
+            if isinstance(c, ShiftedClassification):
+                # moved off a tier by the adjustment: keep measuring that tier (in the background)
+                would = config.tier(self.state.policy.decide(tenant, AUTO, c.scores, c.unshifted_tier,
+                                                             config.tiers).tier_name)
+                if would is not None and would.name != route.tier.name:
+                    candidate, shadow = would, True
+            if candidate.level >= top.level:
+                return None
+            predicted = c.unshifted_tier if isinstance(c, ShiftedClassification) else (c.tier if c else None)
+            return Sample(request_id=request_id, tenant=getattr(tenant, "name", "none"),
+                          kind=kind, body=body, route=route, candidate_tier=candidate, shadow=shadow,
+                          predicted_level=predicted)
+        except Exception:
+            log.exception("quality sampling failed to start")
+            return None
+
+    def finish(self, sample: Sample, opened, relay) -> None:
+        try:
+            if opened is None or opened.response.status != 200:
+                return
+            if relay is not None and (not relay.completed or relay.cut or sample.overflow):
+                return
+            sample.served_tier = opened.tier
+            if relay is None:
+                sample.served_body = opened.body
+            if not sample.shadow and opened.tier.name != sample.candidate_tier.name:
+                sample.candidate_tier = opened.tier  # failover served it elsewhere: judge that tier
+                if opened.tier.level >= top_tier(self.state.config).level:
+                    return
+            try:
+                self.queue.put_nowait(sample)
+                self._count(sample, "sampled")
+            except asyncio.QueueFull:
+                self._count(sample, "dropped")
+            metrics.QUEUE_DEPTH.set(self.queue.qsize())
+        except Exception:
+            log.exception("quality sample could not be queued")
+
+    def _count(self, sample: Sample, result: str) -> None:
+        self.counts[result] += 1
+        metrics.SAMPLES.labels(sample.candidate_tier.name, result).inc()
+
+    # --- background ---------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while True:
+            sample = await self.queue.get()
+            metrics.QUEUE_DEPTH.set(self.queue.qsize())
+            try:
+                await self._process(sample)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._count(sample, "error")
+                log.warning("quality sample %s failed: %s: %s", sample.request_id, type(exc).__name__, exc)
+
+    async def _process(self, sample: Sample) -> None:
+        q, config = self.config, self.state.config
+        top, candidate_tier = top_tier(config), config.tier(sample.candidate_tier.name)
+        if candidate_tier is None:
+            raise LookupError(f"tier {sample.candidate_tier.name} is gone after a reload")
+        if sample.shadow:
+            candidate = await ask(self.state, sample, candidate_tier, q.reference_max_tokens)
+            served_top = sample.served_tier.level >= top.level
+            reference = sample.served_answer() if served_top else await ask(self.state, sample, top,
+                                                                             q.reference_max_tokens)
+        else:
+            candidate = sample.served_answer()
+            reference = await ask(self.state, sample, top, q.reference_max_tokens)
+        verdict = await self.scorer.score(candidate, reference, q.similarity_threshold)
+        tier = candidate_tier.name
+        self._count(sample, "passed" if verdict.passed else "failed")
+        metrics.SIMILARITY.labels(tier).observe(verdict.similarity)
+        for check in verdict.checks_failed:
+            metrics.CHECK_FAILURES.labels(tier, check).inc()
+        if self.store is None:
+            return
+        fields = {
+            "request_id": sample.request_id, "tenant": sample.tenant, "kind": sample.kind,
+            "tier": tier, "tier_level": candidate_tier.level, "reference_tier": top.name,
+            "served_tier": sample.served_tier.name, "shadow": int(sample.shadow),
+            "predicted_level": sample.predicted_level or "",
+            "scores": _scores(sample.route.classification),
+            "features": _json(features(sample.route, sample.body)),
+            "candidate_sha": digest(candidate.text), "candidate_chars": len(candidate.text),
+            "candidate_tokens": candidate.completion_tokens, "candidate_finish": candidate.finish_reason or "",
+            "reference_sha": digest(reference.text), "reference_chars": len(reference.text),
+            "reference_tokens": reference.completion_tokens, "reference_finish": reference.finish_reason or "",
+            "similarity": verdict.similarity, "verdict": "pass" if verdict.passed else "fail",
+            "checks_failed": ",".join(verdict.checks_failed), "time": round(time.time(), 3),
+        }
+        if q.store_requests:
+            fields["request"] = request_record(sample.body, q.max_request_chars) or ""
+        if q.store_answers:
+            fields["candidate_text"], fields["reference_text"] = candidate.text, reference.text
+        try:
+            await self.store.add_sample(fields, q.stream_maxlen)
+            recorded = await self.store.record(tier, sample.predicted_level, not verdict.passed, q)
+        except Exception as exc:  # Redis trouble costs the sample, never the client
+            METRICS.redis_errors.labels("quality").inc()
+            log.warning("quality store unavailable: %s: %s", type(exc).__name__, exc)
+            return
+        metrics.FAILURE_RATE.labels(tier).set(recorded.failure_rate)
+        if recorded.changed:
+            metrics.CHANGES.labels(tier, "raise" if recorded.changed > 0 else "relax").inc()
+            log.warning("quality: tier %s adjustment %s to step %d (failure rate %.3f over %d samples)", tier,
+                        "raised" if recorded.changed > 0 else "relaxed", recorded.step, recorded.failure_rate,
+                        recorded.window_size)
+            await self.refresh()
+
+    async def refresh(self) -> None:
+        """Re-read the shared adjustment steps (other replicas may have changed them)."""
+        if self.store is None:
+            return
+        try:
+            steps = await self.store.steps()
+        except Exception as exc:
+            METRICS.redis_errors.labels("quality").inc()
+            if self._shared_ok:  # log the outage once, not every refresh
+                log.warning("quality: reading shared adjustments failed: %s: %s", type(exc).__name__, exc)
+            self._shared_ok = False
+            return
+        if not self._shared_ok:
+            log.warning("quality: shared adjustments readable again")
+        self._shared_ok = True
+        self.controller.update(steps, self.state.config.tiers, self.config.step,
+                               getattr(self.state.classifier, "thresholds", None))
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self.refresh()
+            try:
+                await self.swapper.poll()
+            except Exception:
+                log.exception("classifier watch failed")
+            await asyncio.sleep(self.config.refresh_s)
+
+
+def _json(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _scores(classification) -> str:
+    scores = getattr(classification, "scores", None)
+    return _json([round(s, 4) for s in scores]) if scores else ""

@@ -1,0 +1,58 @@
+"""Asking a tier for a sample's answer: a normal, non-streamed upstream call through the
+gateway's own pools, failover and breakers (so a sample never reaches a dead worker twice),
+with max_tokens capped. Samples are not billed to the tenant; they carry priority "batch".
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..context import RequestContext
+from ..upstream import open_upstream
+from .checks import Answer
+from .sample import Sample, parse_whole
+
+PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+
+
+class ReaskError(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class _SampleDecision:
+    max_tokens_cap: int | None
+    priority: str = "batch"
+
+
+def reask_body(body: dict, max_tokens: int) -> dict:
+    out = dict(body)
+    out["stream"] = False
+    out.pop("stream_options", None)
+    capped = False
+    for name in ("max_tokens", "max_completion_tokens"):
+        if isinstance(out.get(name), int):
+            out[name] = min(out[name], max_tokens)
+            capped = True
+    if not capped:
+        out["max_tokens"] = max_tokens
+    return out
+
+
+async def ask(state, sample: Sample, tier, max_tokens: int) -> Answer:
+    config = state.config
+    route = sample.route
+    cap = getattr(route.decision, "max_tokens_cap", None)  # the tenant's own cap still applies
+    route = dataclasses.replace(route, tier=tier, affinity_keys=route.keys_for(tier, config),
+                                decision=_SampleDecision(cap))
+    ctx = RequestContext(f"{sample.request_id}.quality-{tier.name}"[:128])
+    opened = await open_upstream(state, config, ctx, route, PATHS[sample.kind], reask_body(sample.body, max_tokens),
+                                 False)
+    try:
+        if opened.tier.name != tier.name:
+            raise ReaskError(f"tier {tier.name} unavailable (failed over to {opened.tier.name})")
+        if opened.response.status != 200:
+            raise ReaskError(f"tier {tier.name} answered HTTP {opened.response.status}")
+        return parse_whole(opened.body)
+    finally:
+        opened.backend.on_done()
+        opened.response.release()

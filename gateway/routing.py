@@ -1,0 +1,93 @@
+"""From a validated request to a routing decision: resolve the model, classify, apply policy."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from wire.errors import OpenAIError
+from wire.requests import ChatRequest, CompletionRequest, conversation_text
+
+from .affinity import prefix_keys
+from .classify import Classification
+from .config import AUTO, Config, Tier
+from .metrics import METRICS
+
+
+@dataclass
+class Route:
+    requested_model: str
+    tier: Tier
+    decision: object  # policy_seam.Decision
+    classification: Classification | None
+    prompt_text: str
+    affinity_keys: list[str]
+    estimated_prompt_tokens: int
+
+    def keys_for(self, tier: Tier, config: Config) -> list[str]:
+        """Affinity keys are per model: after an escalation to another model they differ."""
+        if tier.model == self.tier.model:
+            return self.affinity_keys
+        return _keys(self.prompt_text, tier, config)
+
+
+def _keys(text: str, tier: Tier, config: Config) -> list[str]:
+    if not config.affinity.enabled:
+        return []
+    return prefix_keys(text, tier.model, config.affinity, config.redis.key_prefix)
+
+
+def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
+    if isinstance(parsed, ChatRequest):
+        return conversation_text(parsed.messages)
+    prompt = parsed.prompt
+    return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+
+
+def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRequest) -> Route:
+    requested = parsed.model
+    resolved = config.resolve_model(requested)
+    classification = None
+    if resolved == AUTO:
+        started = time.perf_counter()
+        if isinstance(parsed, ChatRequest):
+            classification = state.classifier.classify(parsed.messages, None)
+        else:
+            text = parsed.prompt if isinstance(parsed.prompt, str) else prompt_text(parsed)
+            classification = state.classifier.classify(None, text)
+        METRICS.classifier.labels(classification.classifier).observe(time.perf_counter() - started)
+        quality = getattr(state, "quality", None)
+        if quality is not None:  # the quality monitor's threshold adjustment (gateway/quality/)
+            classification = quality.adjust(classification)
+    decision = state.policy.decide(
+        tenant, resolved if resolved is not None else requested,
+        classification.scores if classification else None,
+        classification.tier if classification else None,
+        config.tiers)
+    tier = config.tier(decision.tier_name)
+    if tier is None:
+        raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
+    text = prompt_text(parsed)
+    return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
+                 prompt_text=text, affinity_keys=_keys(text, tier, config),
+                 estimated_prompt_tokens=len(text) // 4 + 1)
+
+
+def upstream_body(body: dict, tier: Tier, decision, stream: bool) -> bytes:
+    """The client's body as the tier's upstream should see it."""
+    out = dict(body)
+    out["model"] = tier.model
+    if stream:
+        # Always ask for usage so cost is exact; the gateway drops that chunk if the client did not ask.
+        options = dict(out.get("stream_options") or {})
+        options["include_usage"] = True
+        out["stream_options"] = options
+    caps = [c for c in (getattr(decision, "max_tokens_cap", None), tier.max_tokens_cap) if c is not None]
+    cap = min(caps) if caps else None
+    if cap is not None:
+        for name in ("max_tokens", "max_completion_tokens"):
+            if out.get(name) is not None and out[name] > cap:
+                out[name] = cap
+        if out.get("max_tokens") is None and out.get("max_completion_tokens") is None:
+            out["max_tokens"] = cap
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()

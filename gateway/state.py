@@ -1,0 +1,136 @@
+"""Everything one gateway process holds: config, pools, classifier, policy, Redis, HTTP client.
+
+Reload swaps config, pools and policy as whole objects; a request reads `state.config` once
+and keeps its snapshot, and in-flight requests keep their Backend objects, so nothing in
+flight is dropped. A config that fails validation is rejected and the old one kept.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+import aiohttp
+
+from .affinity import AffinityIndex
+from .classify import Classifier, load_classifier
+from .config import Config, ConfigError, load_config
+from .metrics import METRICS
+from .policy_seam import build_policy_service
+from .pool import Pools
+from .quality.config import parse_quality
+from .quality.monitor import QualityMonitor
+from .redis_conn import connect, effective_url
+
+log = logging.getLogger(__name__)
+
+
+class GatewayState:
+    def __init__(self, config: Config, config_path: str | None = None, classifier: Classifier | None = None,
+                 policy_factory=build_policy_service):
+        self.config = config
+        self.policy_factory = policy_factory
+        self.config_path = config_path
+        self.classifier = classifier or load_classifier()
+        self.pools = Pools(config)
+        self.redis = None
+        self.affinity = AffinityIndex(None)
+        self.policy = None
+        self.session: aiohttp.ClientSession | None = None
+        self.client_timeout = self._timeout(config)
+        self._tasks: list[asyncio.Task] = []
+        self._config_mtime = self._mtime()
+        self.quality = QualityMonitor(self)  # validates the `quality:` section now
+
+    @staticmethod
+    def _timeout(config: Config) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=None, connect=config.timeouts.connect_s, sock_read=config.timeouts.read_s)
+
+    def _mtime(self) -> float | None:
+        try:
+            return os.stat(self.config_path).st_mtime if self.config_path else None
+        except OSError:
+            return None
+
+    async def start(self) -> None:
+        url = effective_url(self.config.redis.url)
+        if url:
+            self.redis = connect(url, self.config.redis.socket_timeout_s)
+            self.affinity = AffinityIndex(self.redis)
+        else:
+            log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
+        self.policy = self.policy_factory(self.config, self.redis)
+        await self.quality.start()  # loads the scoring model before any traffic or health check
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._tasks.append(asyncio.create_task(self._health_loop()))
+        if self.config_path:
+            self._tasks.append(asyncio.create_task(self._watch_config()))
+            try:
+                asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+
+    async def stop(self) -> None:
+        await self.quality.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.affinity.drain()
+        if self.session:
+            await self.session.close()
+        if self.redis is not None:
+            await self.redis.aclose()
+
+    # --- reload -------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        try:
+            new = load_config(self.config_path)
+            policy = self.policy_factory(new, self.redis)
+            quality = parse_quality(new)
+        except (ConfigError, RuntimeError) as exc:
+            METRICS.reloads.labels("rejected").inc()
+            log.error("config reload rejected, keeping the running config: %s", exc)
+            return False
+        self.pools = Pools(new, self.pools)
+        self.client_timeout = self._timeout(new)
+        self.policy = policy
+        self.config = new
+        self.quality.configure(quality)
+        METRICS.reloads.labels("applied").inc()
+        log.info("config reloaded from %s", self.config_path)
+        return True
+
+    async def _watch_config(self, interval_s: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            mtime = self._mtime()
+            if mtime is not None and mtime != self._config_mtime:
+                self._config_mtime = mtime
+                self.reload()
+
+    # --- active health checks -----------------------------------------------------------
+
+    async def _health_loop(self) -> None:
+        while True:
+            backends = list(self.pools.backends.values())
+            await asyncio.gather(*(self._check(b) for b in backends))
+            now = time.monotonic()
+            for b in backends:
+                METRICS.backend_up.labels(b.label).set(1 if b.available(now) else 0)
+            await asyncio.sleep(self.config.health.interval_s)
+
+    async def _check(self, backend) -> None:
+        timeout = aiohttp.ClientTimeout(total=self.config.health.timeout_s)
+        try:
+            async with self.session.get(backend.url + "/health", timeout=timeout) as response:
+                healthy = response.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            healthy = False
+        if healthy != backend.healthy:
+            log.warning("backend %s is now %s", backend.url, "healthy" if healthy else "unhealthy")
+        backend.healthy = healthy

@@ -1,0 +1,119 @@
+"""Getting an answer started from some worker: pick, send, and fail over.
+
+Connection errors, timeouts and 5xx before anything reached the client are retried on
+another worker of the tier, then (if configured) on the next tier up, within
+failover.max_attempts. Non-streamed answers are read whole inside the attempt; streamed
+ones until their first bytes, so the client sees nothing from a failed attempt.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from wire.errors import OpenAIError
+
+from .config import Config, Tier
+from .context import RequestContext
+from .metrics import METRICS
+from .pool import Backend
+from .routing import Route, upstream_body
+
+RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass
+class Opened:
+    tier: Tier
+    backend: Backend
+    response: aiohttp.ClientResponse
+    body: bytes  # the whole body (non-streamed) or the first bytes (streamed)
+    attempts: int = 1  # workers tried, this one included (> 1: failed over)
+
+
+def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
+    if had_keys:
+        METRICS.affinity.labels(tier.name, "miss" if result == "none" else result).inc()
+
+
+async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str]):
+    """The pool's pick for this tier, with the affinity index consulted (read only)."""
+    keys = route.keys_for(tier, config)
+    preferred = await state.affinity.lookup(keys, config.redis) if keys else None
+    pick = state.pools.by_tier[tier.name].pick(tried, preferred, config.affinity.load_margin)
+    return pick, keys
+
+
+async def open_upstream(state, config: Config, ctx: RequestContext, route: Route, path: str,
+                        body: dict, stream: bool) -> Opened:
+    tier, tried, attempts, last_error = route.tier, set(), 0, "no worker available"
+    payloads: dict[str, bytes] = {}
+    headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
+               "x-tiergate-priority": str(getattr(route.decision, "priority", "interactive"))}
+    while attempts < config.failover.max_attempts:
+        pick, keys = await choose(state, config, route, tier, tried)
+        if pick is None:
+            higher = config.next_tier_up(tier) if config.failover.escalate else None
+            if higher is None:
+                break
+            METRICS.escalations.labels(tier.name, higher.name).inc()
+            tier = higher
+            continue
+        if attempts:
+            METRICS.retries.labels(tier.name).inc()
+        attempts += 1
+        backend = pick.backend
+        tried.add(backend.url)
+        _record_affinity(tier, pick.affinity, bool(keys))
+        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label
+        if tier.name not in payloads:
+            payloads[tier.name] = upstream_body(body, tier, route.decision, stream)
+        backend.on_pick(time.monotonic())
+        started = time.perf_counter()
+        response = None
+        try:
+            response = await state.session.post(backend.url + path, data=payloads[tier.name],
+                                                 headers=headers, timeout=state.client_timeout)
+            if response.status >= 500:
+                await response.content.read(MAX_ERROR_BODY)
+                raise _UpstreamStatus(response.status)
+            data = await (response.read() if not stream or response.status != 200 else _first_bytes(response))
+        except asyncio.CancelledError:  # client went away: drop the upstream request too
+            backend.on_done()
+            backend.probing = False  # a cancelled half-open probe proves nothing either way
+            if response is not None:
+                response.close()
+            raise
+        except (*RETRYABLE, _UpstreamStatus) as exc:
+            ctx.upstream_s += time.perf_counter() - started
+            backend.on_done()
+            backend.on_failure(time.monotonic(), config.breaker)
+            if response is not None:
+                response.close()
+            kind = exc.kind if isinstance(exc, _UpstreamStatus) else type(exc).__name__
+            METRICS.upstream_errors.labels(tier.name, backend.label, kind).inc()
+            last_error = f"{backend.label}: {exc}"
+            continue
+        ctx.upstream_s += time.perf_counter() - started
+        backend.on_success()
+        if keys and response.status == 200:
+            state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
+        return Opened(tier, backend, response, data, attempts)
+    raise OpenAIError(503, f"no upstream worker could answer after {attempts} attempt(s); last error: {last_error}",
+                      code="upstream_unavailable")
+
+
+async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:
+    data = await response.content.readany()
+    if not data:
+        raise aiohttp.ClientPayloadError("upstream closed the stream before sending anything")
+    return data
+
+
+class _UpstreamStatus(Exception):
+    def __init__(self, status: int):
+        super().__init__(f"upstream answered HTTP {status}")
+        self.kind = f"http_{status}"

@@ -1,0 +1,1 @@
+"""Tensor operations the engine needs, in pure torch (the reference everywhere)."""

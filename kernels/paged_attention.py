@@ -1,0 +1,171 @@
+"""Paged attention in pure torch.
+
+K/V of every layer live in a fixed pool of blocks, `[num_blocks, block_size, kv_heads,
+head_dim]`. One model forward carries a flat batch of tokens from many sequences; each
+sequence contributes either one decode token or a chunk of its prompt. The new tokens'
+K/V are written into the pool by slot index, then each query attends over its own
+sequence's blocks (block table) up to its position, optionally within a sliding window.
+
+Grouped-query attention never expands K/V: the `g` query heads that share a KV head are
+folded into the query axis, so one SDPA call covers them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PrefillChunk:
+    """A run of `end - start` query tokens of one sequence inside the flat batch."""
+    start: int
+    end: int
+    context_len: int  # tokens of this sequence with K/V after this step (cached + new)
+    block_table: torch.Tensor  # [num_blocks_of_seq] long
+    masks: dict = field(default_factory=dict)  # built once per step, shared by all layers
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor  # [num_tokens] long: pool slot of each new token
+    prefills: list[PrefillChunk]
+    decode_index: torch.Tensor  # [num_decodes] long: flat-batch index of each decode token
+    decode_block_tables: torch.Tensor  # [num_decodes, max_blocks] long (padded with 0)
+    decode_context_lens: torch.Tensor  # [num_decodes] long
+    workspace: "GatherWorkspace | None" = None
+    decode_masks: dict = field(default_factory=dict)  # sliding window -> mask, shared by all layers
+
+
+class GatherWorkspace:
+    """Grow-only scratch buffers for gathered K/V, reused by every layer and step.
+
+    Gathering into a fresh tensor costs ~5x more than the copy itself on CPU (each large
+    allocation is a new mmap that page-faults on first touch)."""
+
+    def __init__(self):
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def gather(self, name: str, cache: torch.Tensor, block_ids: torch.Tensor) -> torch.Tensor:
+        shape = (block_ids.numel(),) + tuple(cache.shape[1:])
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[0] < shape[0] or buf.dtype != cache.dtype or buf.shape[1:] != shape[1:]:
+            buf = torch.empty((max(shape[0], 64),) + shape[1:], dtype=cache.dtype)
+            self._buffers[name] = buf
+        out = buf[: shape[0]]
+        torch.index_select(cache, 0, block_ids, out=out)
+        return out
+
+
+def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             slot_mapping: torch.Tensor) -> None:
+    """key/value: [num_tokens, kv_heads, head_dim] stored at their slots."""
+    kv_heads, head_dim = key.shape[1], key.shape[2]
+    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, key)
+    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, value)
+
+
+def gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int,
+                  workspace: GatherWorkspace | None = None, name: str = "k") -> torch.Tensor:
+    """The first `length` tokens of one sequence: [length, kv_heads, head_dim]."""
+    num_blocks = (length + cache.shape[1] - 1) // cache.shape[1]
+    ids = block_table[:num_blocks]
+    blocks = workspace.gather(name, cache, ids) if workspace else cache.index_select(0, ids)
+    return blocks.view(-1, cache.shape[2], cache.shape[3])[:length]
+
+
+def _additive(visible: torch.Tensor) -> torch.Tensor:
+    """SDPA on CPU runs ~25% faster with an additive float mask than with a boolean one."""
+    return torch.zeros(visible.shape).masked_fill_(~visible, float("-inf"))
+
+
+def _window_mask(query_pos: torch.Tensor, key_len: int, sliding_window: int | None) -> torch.Tensor:
+    """Boolean [num_queries, key_len]: True where the key is visible to the query."""
+    key_pos = torch.arange(key_len)
+    visible = key_pos[None, :] <= query_pos[:, None]
+    if sliding_window is not None:
+        visible &= key_pos[None, :] > (query_pos[:, None] - sliding_window)
+    return visible
+
+
+def _prefill_mask(chunk: PrefillChunk, n: int, group: int, sliding_window: int | None) -> torch.Tensor:
+    key = (group, sliding_window)
+    if key not in chunk.masks:
+        query_pos = torch.arange(chunk.context_len - n, chunk.context_len)
+        chunk.masks[key] = _additive(_window_mask(query_pos, chunk.context_len, sliding_window).repeat(group, 1))
+    return chunk.masks[key]
+
+
+def _decode_mask(meta: "AttentionMetadata", max_len: int, sliding_window: int | None) -> torch.Tensor:
+    if sliding_window not in meta.decode_masks:
+        key_pos = torch.arange(max_len)[None, :]
+        lens = meta.decode_context_lens[:, None]
+        visible = key_pos < lens
+        if sliding_window is not None:
+            visible &= key_pos > (lens - 1 - sliding_window)
+        meta.decode_masks[sliding_window] = _additive(visible[:, None, None, :])
+    return meta.decode_masks[sliding_window]
+
+
+def _grouped_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                  scale: float, causal: bool, softcap: float | None) -> torch.Tensor:
+    """q: [B, Hkv, g*n, D] (query heads folded into queries), k/v: [B, Hkv, L, D]."""
+    if softcap is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    scores = torch.tanh(scores / softcap) * softcap
+    if mask is not None:
+        scores = scores + mask
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, scale, sliding_window, softcap):
+    """q: [n, Hq, D]; returns [n, Hq, D]."""
+    n, num_heads, head_dim = q.shape
+    kv_heads = k_new.shape[1]
+    group = num_heads // kv_heads
+    if chunk.context_len == n:  # nothing cached before this chunk: attend to the new K/V directly
+        k, v = k_new, v_new
+    else:
+        k = gather_blocks(k_cache, chunk.block_table, chunk.context_len, workspace, "k")
+        v = gather_blocks(v_cache, chunk.block_table, chunk.context_len, workspace, "v")
+    # [n, Hq, D] -> [Hkv, g*n, D] with query heads of one KV head laid out group-major.
+    qg = q.reshape(n, kv_heads, group, head_dim).permute(1, 2, 0, 3).reshape(kv_heads, group * n, head_dim)
+    causal_only = chunk.context_len == n and group == 1 and sliding_window is None and softcap is None
+    mask = None if causal_only else _prefill_mask(chunk, n, group, sliding_window)
+    out = _grouped_sdpa(qg[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], mask, scale, causal_only, softcap)
+    return out[0].view(kv_heads, group, n, head_dim).permute(2, 0, 1, 3).reshape(n, num_heads, head_dim)
+
+
+def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):
+    """q: [B, Hq, D] one query per sequence; returns [B, Hq, D]."""
+    batch, num_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[2]
+    group = num_heads // kv_heads
+    max_len = int(meta.decode_context_lens.max())
+    block_size = k_cache.shape[1]
+    num_blocks = (max_len + block_size - 1) // block_size
+    ids = meta.decode_block_tables[:, :num_blocks].reshape(-1)
+    workspace = meta.workspace or GatherWorkspace()
+    k = workspace.gather("k", k_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
+    v = workspace.gather("v", v_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
+    qg = q.reshape(batch, kv_heads, group, head_dim)
+    out = _grouped_sdpa(qg, k, v, _decode_mask(meta, max_len, sliding_window), scale, False, softcap)
+    return out.reshape(batch, num_heads, head_dim)
+
+
+def paged_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                    scale: float, sliding_window: int | None = None,
+                    softcap: float | None = None) -> torch.Tensor:
+    """query: [T, Hq, D], key/value: [T, Hkv, D] for the T new tokens; returns [T, Hq, D]."""
+    write_kv(k_cache, v_cache, key, value, meta.slot_mapping)
+    out = torch.empty_like(query)
+    for chunk in meta.prefills:
+        sl = slice(chunk.start, chunk.end)
+        out[sl] = _prefill(query[sl], key[sl], value[sl], k_cache, v_cache, chunk, meta.workspace,
+                           scale, sliding_window, softcap)
+    if meta.decode_index.numel():
+        out[meta.decode_index] = _decode(query[meta.decode_index], k_cache, v_cache, meta, scale, sliding_window, softcap)
+    return out

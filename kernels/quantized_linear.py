@@ -1,0 +1,100 @@
+"""Weight-only int8 and int4 linear layers: quantizers, pure-torch references, CPU aten kernels.
+
+Formats (weights `[out_features, in_features]`, i.e. `[n, k]`, as nn.Linear stores them):
+
+- int8: symmetric per output channel. `q = round(w / s)` in [-127, 127] with
+  `s = max|w_row| / 127`; `w ≈ q * s`. Kernel: `aten._weight_int8pack_mm(x, q, s)`.
+- int4: asymmetric per group of `group_size` consecutive input features. Codes `q` in
+  [0, 15]; aten's convention stores `(scale, zero)` with `w ≈ (q - 8) * scale + zero`
+  (so `zero` is the group's value at the mid code). Scales/zeros are laid out
+  `[k / group_size, n, 2]`; the codes (int32 `[n, k]`) are packed once by
+  `aten._convert_weight_to_int4pack_for_cpu` into an opaque `[n, k / 2]` uint8 layout.
+  Kernel: `aten._weight_int4pack_mm_for_cpu(x, packed, group_size, scales_and_zeros)`.
+
+Both aten kernels are fast only with bf16 activations (10-40x slower with fp32), so the
+fast path casts the input to bf16 and the output back to the caller's dtype. Scales are
+stored in bf16 because the kernels take them in the activation dtype; the references
+dequantize from those same bf16 values, so a test isolates the kernel's own error.
+"""
+from __future__ import annotations
+
+import torch
+
+ACT_DTYPE = torch.bfloat16
+INT4_N_MULTIPLE = 16  # the CPU int4 packer requires out_features divisible by 16
+
+
+# --- int8, per output channel -------------------------------------------------------------
+
+def quantize_int8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (codes int8 [n, k], scales bf16 [n])."""
+    w = weight.detach().float()
+    scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-8).to(ACT_DTYPE)
+    codes = torch.round(w / scales.float()[:, None]).clamp(-127, 127).to(torch.int8)
+    return codes, scales
+
+
+def dequantize_int8(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    return codes.float() * scales.float()[:, None]
+
+
+def int8_linear_reference(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
+                          bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.nn.functional.linear(x.float(), dequantize_int8(codes, scales), bias)
+
+
+def int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., k] -> [..., n] in x's dtype, through the aten int8 kernel on bf16 activations."""
+    flat = x.reshape(-1, x.shape[-1]).to(ACT_DTYPE)
+    out = torch.ops.aten._weight_int8pack_mm(flat, codes, scales).to(x.dtype)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*x.shape[:-1], codes.shape[0])
+
+
+# --- int4, group-wise -----------------------------------------------------------------------
+
+def quantize_int4(weight: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (codes int32 [n, k] in 0..15, scales_and_zeros bf16 [k / group_size, n, 2])."""
+    n, k = weight.shape
+    if k % group_size:
+        raise ValueError(f"in_features {k} is not a multiple of the group size {group_size}")
+    groups = weight.detach().float().reshape(n, k // group_size, group_size)
+    low = groups.amin(dim=-1, keepdim=True)
+    high = groups.amax(dim=-1, keepdim=True)
+    scales = ((high - low) / 15).clamp(min=1e-6).to(ACT_DTYPE).float()
+    zeros = (low + 8 * scales).to(ACT_DTYPE).float()
+    # round against the bf16-rounded scale/zero the kernel will use, so codes fit them best
+    codes = ((groups - zeros) / scales + 8).round_().clamp_(0, 15).to(torch.int32).reshape(n, k)
+    scales_and_zeros = torch.stack([scales[..., 0], zeros[..., 0]], dim=-1).transpose(0, 1).contiguous()
+    return codes, scales_and_zeros.to(ACT_DTYPE)
+
+
+def dequantize_int4(codes: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int) -> torch.Tensor:
+    n, k = codes.shape
+    sz = scales_and_zeros.float().transpose(0, 1)  # [n, k / g, 2]
+    groups = codes.float().reshape(n, k // group_size, group_size)
+    return ((groups - 8) * sz[..., 0:1] + sz[..., 1:2]).reshape(n, k)
+
+
+def pack_int4(codes: torch.Tensor) -> torch.Tensor:
+    """int32 codes [n, k] -> the CPU kernel's packed uint8 [n, k / 2] (layout is aten's)."""
+    if codes.shape[0] % INT4_N_MULTIPLE:
+        raise ValueError(f"out_features {codes.shape[0]} is not a multiple of {INT4_N_MULTIPLE}")
+    return torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes.contiguous(), 1)
+
+
+def int4_linear_reference(x: torch.Tensor, codes: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,
+                          bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.nn.functional.linear(x.float(), dequantize_int4(codes, scales_and_zeros, group_size), bias)
+
+
+def int4_linear(x: torch.Tensor, packed: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., k] -> [..., n] in x's dtype, through the aten int4 kernel on bf16 activations."""
+    flat = x.reshape(-1, x.shape[-1]).to(ACT_DTYPE)
+    out = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, packed, group_size, scales_and_zeros).to(x.dtype)
+    if bias is not None:
+        out = out + bias
+    return out.reshape(*x.shape[:-1], packed.shape[0])

@@ -1,0 +1,43 @@
+"""Redis key names. Every key of one tenant carries the hash tag `{tenant}`, so one Lua script's
+keys live in one slot (Redis Cluster safe) and a tenant's keys never overlap another's."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+DAY_TTL_S = 400 * 86400     # per-day spend and usage stay queryable for a bit over a year
+MONTH_TTL_S = 800 * 86400
+
+
+def utc_day(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    prefix: str
+
+    def _base(self, tenant: str) -> str:
+        return f"{self.prefix}policy:{{{tenant}}}"
+
+    def requests_window(self, tenant: str, key_id: str | None = None) -> str:
+        return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}rpm"
+
+    def token_bucket(self, tenant: str, key_id: str | None = None) -> str:
+        return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}tpm"
+
+    def spend_day(self, tenant: str, day: str) -> str:
+        return f"{self._base(tenant)}:spend:d:{day}"
+
+    def spend_month(self, tenant: str, month: str) -> str:
+        return f"{self._base(tenant)}:spend:m:{month}"
+
+    def usage_day(self, tenant: str, day: str) -> str:
+        return f"{self._base(tenant)}:usage:{day}"
+
+    def settled(self, tenant: str, request_id: str) -> str:
+        return f"{self._base(tenant)}:settled:{request_id}"
+
+    def tenant_pattern(self, tenant: str) -> str:
+        """Glob matching every key of one tenant (escaped braces for SCAN MATCH)."""
+        return f"{self.prefix}policy:\\{{{tenant}\\}}:*"

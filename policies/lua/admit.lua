@@ -1,0 +1,65 @@
+-- Admit one request atomically: hard budgets, then request windows and token buckets for the
+-- tenant and (optionally) the key. Either everything is charged or nothing is.
+-- KEYS: 1 tenant rpm log, 2 tenant tpm bucket, 3 key rpm log, 4 key tpm bucket, 5 spend day, 6 spend month
+-- ARGV: 1 member (unique per admit), 2 prompt tokens to charge, 3 tenant rpm, 4 tenant tpm,
+--       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none)
+-- Returns {status, retry_after_ms, day_spend, month_spend, what}; status 0 ok, 1 rate limited, 2 budget.
+local WINDOW_MS = 60000
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local day = tonumber(redis.call('GET', KEYS[5]) or '0')
+local month = tonumber(redis.call('GET', KEYS[6]) or '0')
+local daily_hard, monthly_hard = tonumber(ARGV[7]), tonumber(ARGV[8])
+if daily_hard >= 0 and day >= daily_hard then return {2, 0, day, month, 'daily'} end
+if monthly_hard >= 0 and month >= monthly_hard then return {2, 0, day, month, 'monthly'} end
+
+-- sliding one-minute log of admitted requests: exact, and the oldest entry says when a slot frees
+local function window_wait(key, limit)
+  if limit <= 0 then return 0 end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - WINDOW_MS)
+  if redis.call('ZCARD', key) < limit then return 0 end
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(oldest[2]) + WINDOW_MS - now)
+end
+
+-- token bucket refilled at limit/minute, capacity one minute's worth; may be negative (debt)
+local function bucket_level(key, limit)
+  local v = redis.call('HMGET', key, 'tokens', 'ts')
+  local tokens, ts = tonumber(v[1]) or limit, tonumber(v[2]) or now
+  return math.min(limit, tokens + math.max(0, now - ts) * limit / WINDOW_MS)
+end
+
+local charge = tonumber(ARGV[2])
+local rpm = {tonumber(ARGV[3]), tonumber(ARGV[5])}
+local tpm = {tonumber(ARGV[4]), tonumber(ARGV[6])}
+local rpm_keys, tpm_keys = {KEYS[1], KEYS[3]}, {KEYS[2], KEYS[4]}
+local names = {'tenant', 'key'}
+local wait, what = 0, ''
+local levels = {}
+for i = 1, 2 do
+  local w = window_wait(rpm_keys[i], rpm[i])
+  if w > wait then wait, what = w, names[i] .. '_requests_per_minute' end
+  if tpm[i] > 0 then
+    local level = bucket_level(tpm_keys[i], tpm[i])
+    local need = math.min(charge, tpm[i])  -- a prompt bigger than the bucket passes when it is full
+    levels[i] = level
+    if level < need then
+      local w2 = math.ceil((need - level) * WINDOW_MS / tpm[i])
+      if w2 > wait then wait, what = w2, names[i] .. '_tokens_per_minute' end
+    end
+  end
+end
+if wait > 0 then return {1, wait, day, month, what} end
+
+for i = 1, 2 do
+  if rpm[i] > 0 then
+    redis.call('ZADD', rpm_keys[i], now, ARGV[1])
+    redis.call('PEXPIRE', rpm_keys[i], WINDOW_MS)
+  end
+  if tpm[i] > 0 then
+    local left = levels[i] - charge
+    redis.call('HSET', tpm_keys[i], 'tokens', tostring(left), 'ts', now)
+    redis.call('PEXPIRE', tpm_keys[i], WINDOW_MS + math.ceil(math.max(0, -left) * WINDOW_MS / tpm[i]))
+  end
+end
+return {0, 0, day, month, ''}

@@ -1,0 +1,44 @@
+-- Settle one finished request exactly once: idempotency marker, spend ledger (integer micro-USD,
+-- day and month), per-tier usage of the day, and the token buckets' correction from the
+-- estimate charged at admission to the real usage.
+-- KEYS: 1 settled marker, 2 spend day, 3 spend month, 4 usage day hash, 5 tenant tpm bucket, 6 key tpm bucket
+-- ARGV: 1 marker ttl s, 2 cost micro, 3 tier, 4 prompt tokens, 5 completion tokens,
+--       6 token correction (real - charged), 7 tenant tpm, 8 key tpm (0 = none), 9 day ttl s, 10 month ttl s,
+--       11 settle token (unique per settle call)
+-- Returns {1, day_spend, month_spend, token} when counted, {0, day_spend, month_spend, marker} for a
+-- duplicate; the marker holds the token of the call that counted it, so a client whose reply was
+-- lost and whose retry lands here learns that its own first attempt did count.
+local WINDOW_MS = 60000
+if not redis.call('SET', KEYS[1], ARGV[11], 'NX', 'EX', ARGV[1]) then
+  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', KEYS[3]) or '0'),
+          redis.call('GET', KEYS[1]) or ''}
+end
+local cost = ARGV[2]
+local day = redis.call('INCRBY', KEYS[2], cost)
+redis.call('EXPIRE', KEYS[2], ARGV[9])
+local month = redis.call('INCRBY', KEYS[3], cost)
+redis.call('EXPIRE', KEYS[3], ARGV[10])
+local tier = ARGV[3]
+redis.call('HINCRBY', KEYS[4], tier .. ':requests', 1)
+redis.call('HINCRBY', KEYS[4], tier .. ':prompt_tokens', ARGV[4])
+redis.call('HINCRBY', KEYS[4], tier .. ':completion_tokens', ARGV[5])
+redis.call('HINCRBY', KEYS[4], tier .. ':cost_micro', cost)
+redis.call('EXPIRE', KEYS[4], ARGV[9])
+
+local correction = tonumber(ARGV[6])
+if correction ~= 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local limits, keys = {tonumber(ARGV[7]), tonumber(ARGV[8])}, {KEYS[5], KEYS[6]}
+  for i = 1, 2 do
+    if limits[i] > 0 then
+      local v = redis.call('HMGET', keys[i], 'tokens', 'ts')
+      local tokens, ts = tonumber(v[1]) or limits[i], tonumber(v[2]) or now
+      tokens = math.min(limits[i], tokens + math.max(0, now - ts) * limits[i] / WINDOW_MS)
+      local left = math.min(limits[i], tokens - correction)
+      redis.call('HSET', keys[i], 'tokens', tostring(left), 'ts', now)
+      redis.call('PEXPIRE', keys[i], WINDOW_MS + math.ceil(math.max(0, -left) * WINDOW_MS / limits[i]))
+    end
+  end
+end
+return {1, day, month, ARGV[11]}

@@ -1,0 +1,12 @@
+"""Prometheus counters of the policy layer (default registry: the gateway's /metrics exports them).
+Labels stay bounded: tenant names come from the config, never keys or request ids."""
+from prometheus_client import Counter
+
+REDIS_UNAVAILABLE = Counter(
+    "tiergate_policy_redis_unavailable_total",
+    "Policy operations that could not reach Redis, by what was done instead",
+    ["operation", "action"])
+REJECTIONS = Counter(
+    "tiergate_policy_rejections_total", "Requests refused by a tenant limit", ["tenant", "reason"])
+DUPLICATE_SETTLES = Counter(
+    "tiergate_policy_duplicate_settles_total", "Settles ignored because the request id was already counted")

@@ -1,0 +1,51 @@
+"""Recompute the Redis spend ledger from usage logs (after a Redis crash, or to audit it)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from policies.store import PolicyStore
+from policies.usage_log import UsageRecord, read_records
+
+
+@dataclass
+class LedgerTotals:
+    day_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    month_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    day_usage: dict[tuple[str, str], dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    requests: int = 0
+    duplicates: int = 0
+
+
+def totals_from_records(records: list[UsageRecord]) -> LedgerTotals:
+    """Sum per tenant and UTC day/month; a request id seen twice (logged by two replicas) counts once."""
+    totals, seen = LedgerTotals(), set()
+    for r in records:
+        if (r.tenant, r.request_id) in seen:
+            totals.duplicates += 1
+            continue
+        seen.add((r.tenant, r.request_id))
+        totals.requests += 1
+        totals.day_spend[(r.tenant, r.day)] += r.cost_micro
+        totals.month_spend[(r.tenant, r.month)] += r.cost_micro
+        usage = totals.day_usage[(r.tenant, r.day)]
+        usage[f"{r.tier}:requests"] += 1
+        usage[f"{r.tier}:prompt_tokens"] += r.prompt_tokens
+        usage[f"{r.tier}:completion_tokens"] += r.completion_tokens
+        usage[f"{r.tier}:cost_micro"] += r.cost_micro
+    return totals
+
+
+async def rebuild_ledger(store: PolicyStore, paths: list[str]) -> dict:
+    """Overwrite every (tenant, day) and (tenant, month) present in the logs with the logs' totals.
+
+    Pass *all* logs (every replica, rotated files included) of the months concerned: a month's
+    total is recomputed from the records given, not added to what Redis had."""
+    totals = totals_from_records(read_records(paths))
+    for (tenant, day), spend in totals.day_spend.items():
+        await store.replace_ledger(tenant, day, None, spend, dict(totals.day_usage[(tenant, day)]))
+    for (tenant, month), spend in totals.month_spend.items():
+        await store.replace_ledger(tenant, None, month, spend)
+    return {"files": len(paths), "requests": totals.requests, "duplicates_skipped": totals.duplicates,
+            "tenant_days": len(totals.day_spend), "tenant_months": len(totals.month_spend),
+            "spend_micro_usd": sum(totals.day_spend.values())}

@@ -1,0 +1,259 @@
+"""PolicyService: what the gateway calls (authenticate, decide, admit, settle, usage)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+from redis.exceptions import MaxConnectionsError, RedisError
+from wire.errors import OpenAIError
+
+from policies import metrics
+from policies.config import PoliciesConfig, Tenant
+from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
+from policies.decision import Decision, UsageSnapshot, decide
+from policies.keys import KeyRing
+from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore
+from policies.replica import ReplicaState, replica_state
+from policies.usage_log import UsageLog, UsageRecord
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+BREAKER_S = 0.5          # after a Redis failure, skip Redis this long (no per-request timeout stalls)
+
+
+@dataclass(frozen=True)
+class Admission:
+    tenant: Tenant
+    request_id: str
+    charged_tokens: int
+    max_tokens: int
+    limited: bool   # False: admitted without Redis (fail-open), no limits were applied
+
+
+class RedisUnavailable(Exception):
+    pass
+
+
+def _seconds_until(now: datetime, what: str) -> int:
+    if what == "monthly":
+        nxt = (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    else:
+        nxt = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return max(1, math.ceil((nxt - now).total_seconds()))
+
+
+class PolicyService:
+    def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *,
+                 key_prefix: str = "tiergate:", replica: ReplicaState | None = None,
+                 clock: Callable[[], datetime] | None = None):
+        self.config = config
+        self.store = PolicyStore(redis, config.key_prefix or key_prefix, config.idempotency_ttl_s)
+        self.keyring = KeyRing(config)
+        self.replica = replica or ReplicaState(UsageLog(config.usage_log))
+        self.usage_log = self.replica.usage_log
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self._prices: dict[str, TierPrice] = {}
+        self._tiers_seen: Any = None
+        self.update_tiers(tiers)
+        self._snapshots: dict[str, tuple[str, str, UsageSnapshot]] = {}
+        self._member_seq = 0
+
+    # -- identity and routing (synchronous) ---------------------------------------------------
+    def authenticate(self, authorization: str | None) -> Tenant:
+        return self.keyring.authenticate(authorization)
+
+    def update_tiers(self, tiers: Sequence[Any]) -> None:
+        self._prices = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in tiers}
+        self._tiers_seen = tiers
+        self._ordered = sorted(tiers, key=lambda t: t["level"] if isinstance(t, dict) else t.level)
+
+    def decide(self, tenant: Tenant, requested_model: str, scores: list[float] | None,
+               classifier_tier: int | None, tiers: Sequence[Any]) -> Decision:
+        if tiers is not self._tiers_seen:   # the gateway reloaded its config: new prices (sorted once)
+            self.update_tiers(tiers)
+        return decide(tenant.policy, requested_model, scores, classifier_tier, self._ordered,
+                      self.snapshot(tenant.name))
+
+    def snapshot(self, tenant: str) -> UsageSnapshot:
+        """Spend as of this replica's last admit/settle for the tenant (soft budgets read this)."""
+        day, month = self._day_month()
+        cached = self._snapshots.get(tenant)
+        if cached is None or cached[1] != month:
+            return UsageSnapshot()
+        snap = cached[2]
+        return snap if cached[0] == day else UsageSnapshot(0, snap.month_spend_micro)
+
+    def _remember(self, tenant: str, day: str, month: str, day_spend: int, month_spend: int) -> None:
+        self._snapshots[tenant] = (day, month, UsageSnapshot(day_spend, month_spend))
+
+    def _day_month(self) -> tuple[str, str]:
+        now = self.clock()
+        return now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
+
+    # -- Redis with a fail mode ------------------------------------------------------------------
+    async def _redis(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        if time.monotonic() < self.replica.redis_down_until:
+            raise RedisUnavailable(operation)
+        waiting_for_pool = [False]
+        try:
+            return await asyncio.wait_for(self._pooled(call, waiting_for_pool), self.config.redis_timeout_s)
+        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            if not waiting_for_pool[0]:  # a busy client is not an outage; anything else opens the breaker
+                self.replica.redis_down_until = time.monotonic() + BREAKER_S
+            log.warning("redis unavailable during %s: %s: %s", operation, type(exc).__name__, exc)
+            raise RedisUnavailable(operation) from exc
+
+    @staticmethod
+    async def _pooled(call: Callable[[], Awaitable[T]], waiting: list[bool]) -> T:
+        """redis-py's default pool raises MaxConnectionsError past 100 concurrent commands instead
+        of waiting; that is a busy client, not a Redis outage: wait for a free connection."""
+        delay = 0.001
+        while True:
+            try:
+                waiting[0] = False
+                return await call()
+            except MaxConnectionsError:
+                waiting[0] = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.02)
+
+    # -- admission --------------------------------------------------------------------------------
+    async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int,
+                    max_tokens: int) -> Admission:
+        day, month = self._day_month()
+        self._member_seq += 1
+        member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
+        charge = max(0, int(estimated_prompt_tokens))
+        try:
+            result = await self._redis("admit", lambda: self.store.admit(tenant, member, charge, day, month))
+        except RedisUnavailable:
+            if self.config.on_redis_error == "closed":
+                metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
+                raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
+                                  code="service_unavailable", headers={"Retry-After": "1"}) from None
+            metrics.REDIS_UNAVAILABLE.labels("admit", "served_without_limits").inc()
+            return Admission(tenant, request_id, charge, max_tokens, limited=False)
+        self._remember(tenant.name, day, month, result.day_spend_micro, result.month_spend_micro)
+        if result.status != ADMITTED:
+            raise self._refusal(tenant, result)
+        return Admission(tenant, request_id, charge, max_tokens, limited=True)
+
+    def _refusal(self, tenant: Tenant, result: AdmitResult) -> OpenAIError:
+        if result.status == OVER_BUDGET:
+            metrics.REJECTIONS.labels(tenant.name, "budget_exceeded").inc()
+            return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} is spent",
+                               code="budget_exceeded",
+                               headers={"Retry-After": str(_seconds_until(self.clock(), result.what))})
+        metrics.REJECTIONS.labels(tenant.name, "rate_limit_exceeded").inc()
+        retry_s = max(1, math.ceil(result.retry_after_ms / 1000))
+        return OpenAIError(429, f"rate limit reached ({result.what}) for tenant {tenant.name!r}; "
+                                f"retry after {retry_s} s", code="rate_limit_exceeded",
+                           headers={"Retry-After": str(retry_s)})
+
+    # -- settlement -------------------------------------------------------------------------------
+    async def settle(self, admission: Admission, request_id: str, tier_name: str,
+                     prompt_tokens: int, completion_tokens: int) -> None:
+        """Book the real usage once per request id; never raises for Redis trouble (the log has it)."""
+        tenant = admission.tenant
+        if not self.replica.first_settle(tenant.name, request_id):
+            metrics.DUPLICATE_SETTLES.inc()
+            return
+        if prompt_tokens <= 0 and completion_tokens <= 0:
+            return  # nothing was served (every upstream failed): nothing to bill or log
+        price = self._prices.get(tier_name)
+        if price is None:
+            raise ValueError(f"settle: unknown tier {tier_name!r}")
+        day, month = self._day_month()
+        record = UsageRecord(
+            ts=round(time.time(), 3), request_id=request_id, tenant=tenant.name, key_id=tenant.key_id,
+            tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
+            cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)),
+            day=day, month=month, ledger="redis")
+        token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
+        try:
+            counted, day_spend, month_spend = await self._redis(
+                "settle", lambda: self.store.settle(tenant, record, admission.charged_tokens, token))
+        except RedisUnavailable:
+            # The request was served: its spend is real. The log keeps it; rebuild-ledger books it.
+            metrics.REDIS_UNAVAILABLE.labels("settle", "ledger_unconfirmed").inc()
+            self.usage_log.append(UsageRecord(**{**record.__dict__, "ledger": "unconfirmed"}))
+            self.replica.queue_pending(tenant, record, token)
+            return
+        self._remember(tenant.name, day, month, day_spend, month_spend)
+        if not counted:
+            metrics.DUPLICATE_SETTLES.inc()
+            return
+        self.usage_log.append(record)
+        if self.replica.pending:
+            await self.replay_pending()
+
+    async def replay_pending(self, limit: int = 1000) -> int:
+        """Book settles that happened while Redis was away. Safe to repeat: the settle script's
+        idempotency marker skips any that did reach Redis before the connection broke."""
+        booked = 0
+        pending = self.replica.pending
+        while pending and booked < limit:
+            tenant, record, token = item = pending.popleft()  # popped first: concurrent replays share the queue
+            try:  # same token: if the original attempt did reach Redis, this is a no-op
+                await self._redis("replay", lambda: self.store.settle(
+                    tenant, record, record.prompt_tokens + record.completion_tokens, token))
+            except RedisUnavailable:
+                pending.appendleft(item)
+                break
+            booked += 1
+        return booked
+
+    @property
+    def pending_settles(self) -> int:
+        return len(self.replica.pending)
+
+    # -- usage queries ----------------------------------------------------------------------------
+    async def usage(self, tenant: Tenant, days: int = 7) -> dict:
+        """The caller's own usage; the admin key gets every configured tenant."""
+        days = min(max(int(days), 1), 366)
+        now = self.clock()
+        dates = [(now - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
+        names = list(self.config.tenants) if tenant.is_admin else [tenant.name]
+        try:
+            reports = [await self._redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m")))
+                       for n in names]
+        except RedisUnavailable:
+            raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
+                              headers={"Retry-After": "1"}) from None
+        for report in reports:
+            report["month_spend_usd"] = micro_to_usd(report["month_spend_micro_usd"])
+            for day in report["days"]:
+                day["spend_usd"] = micro_to_usd(day["spend_micro_usd"])
+        if tenant.is_admin:
+            return {"object": "usage.list", "data": reports}
+        return {"object": "usage", **reports[0]}
+
+    def close(self) -> None:
+        self.usage_log.close()
+
+
+def build_service(config: Any, redis: Any) -> PolicyService:
+    """Entry point for gateway/policy_seam: a PolicyService for a gateway `Config` that has
+    `tenants:`. Config errors come back as the gateway's ConfigError, so a bad reload is
+    rejected and the running config kept."""
+    from gateway.config import ConfigError  # the gateway is the caller; policies never needs it otherwise
+
+    from policies.config import parse_policies
+    from policies.fields import PolicyConfigError
+
+    tiers = sorted(config.tiers, key=lambda t: t.level)
+    try:
+        policies = parse_policies(config.raw.get("policy"), config.raw.get("tenants"),
+                                  [t.name for t in tiers], config.source)
+    except PolicyConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    if redis is None:
+        raise ConfigError(f"{config.source}: tenants: need Redis (set redis.url or use the launcher)")
+    return PolicyService(policies, redis, tiers, key_prefix=config.redis.key_prefix,
+                         replica=replica_state(policies.usage_log))

@@ -1,0 +1,109 @@
+"""The Redis side of policies: each operation is one Lua script or plain reads, never read-modify-write."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+
+from policies.config import RateLimits, Tenant
+from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, KeySpace
+from policies.usage_log import UsageRecord
+
+_LUA = Path(__file__).with_name("lua")
+ADMITTED, RATE_LIMITED, OVER_BUDGET = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    status: int
+    retry_after_ms: int
+    day_spend_micro: int
+    month_spend_micro: int
+    what: str   # which limit refused: tenant_requests_per_minute, daily, ...
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _limits(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
+    key_limits = next((k.rate_limits for k in tenant.keys if k.id == tenant.key_id), RateLimits())
+    return tenant.policy.rate_limits, key_limits
+
+
+class PolicyStore:
+    def __init__(self, redis: Redis, prefix: str, idempotency_ttl_s: int):
+        self.redis = redis
+        self.keys = KeySpace(prefix)
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self._admit = redis.register_script((_LUA / "admit.lua").read_text())
+        self._settle = redis.register_script((_LUA / "settle.lua").read_text())
+
+    async def admit(self, tenant: Tenant, member: str, charge_tokens: int, day: str, month: str) -> AdmitResult:
+        k, name = self.keys, tenant.name
+        own, per_key = _limits(tenant)
+        budgets = tenant.policy.budgets
+        key_id = tenant.key_id or "-"
+        reply = await self._admit(
+            keys=[k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
+                  k.token_bucket(name, key_id), k.spend_day(name, day), k.spend_month(name, month)],
+            args=[member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
+                  per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
+                  -1 if budgets.daily_hard is None else budgets.daily_hard,
+                  -1 if budgets.monthly_hard is None else budgets.monthly_hard])
+        return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]))
+
+    async def settle(self, tenant: Tenant, record: UsageRecord, charged_tokens: int,
+                     token: str) -> tuple[bool, int, int]:
+        """Count `record` once; returns (counted by the call carrying `token`, day spend, month spend)."""
+        k, name = self.keys, tenant.name
+        own, per_key = _limits(tenant)
+        correction = record.prompt_tokens + record.completion_tokens - charged_tokens
+        reply = await self._settle(
+            keys=[k.settled(name, record.request_id), k.spend_day(name, record.day),
+                  k.spend_month(name, record.month), k.usage_day(name, record.day),
+                  k.token_bucket(name), k.token_bucket(name, tenant.key_id or "-")],
+            args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
+                  record.completion_tokens, correction, own.tokens_per_minute or 0,
+                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token])
+        return int(reply[0]) == 1 or _text(reply[3]) == token, int(reply[1]), int(reply[2])
+
+    async def spend(self, tenant: str, day: str, month: str) -> tuple[int, int]:
+        values = await self.redis.mget([self.keys.spend_day(tenant, day), self.keys.spend_month(tenant, month)])
+        return int(values[0] or 0), int(values[1] or 0)
+
+    async def usage(self, tenant: str, days: list[str], month: str) -> dict:
+        """Spend, tokens and requests per tier and day, plus the month's spend (one pipeline of reads)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for day in days:
+            pipe.get(self.keys.spend_day(tenant, day))
+            pipe.hgetall(self.keys.usage_day(tenant, day))
+        pipe.get(self.keys.spend_month(tenant, month))
+        replies = await pipe.execute()
+        out_days = []
+        for i, day in enumerate(days):
+            spend, fields = replies[2 * i], replies[2 * i + 1]
+            tiers: dict[str, dict[str, int]] = {}
+            for field, value in fields.items():
+                tier, _, metric = _text(field).rpartition(":")
+                tiers.setdefault(tier, {})[metric] = int(value)
+            if spend is not None or tiers:
+                out_days.append({"date": day, "spend_micro_usd": int(spend or 0), "tiers": tiers})
+        return {"tenant": tenant, "month": month, "month_spend_micro_usd": int(replies[-1] or 0), "days": out_days}
+
+    async def replace_ledger(self, tenant: str, day: str | None, month: str | None,
+                             spend_micro: int, usage: dict[str, int] | None = None) -> None:
+        """Overwrite one day's (or one month's) ledger with recomputed totals, atomically."""
+        pipe = self.redis.pipeline(transaction=True)
+        if day is not None:
+            pipe.set(self.keys.spend_day(tenant, day), spend_micro, ex=DAY_TTL_S)
+            usage_key = self.keys.usage_day(tenant, day)
+            pipe.delete(usage_key)
+            if usage:
+                pipe.hset(usage_key, mapping=usage)
+                pipe.expire(usage_key, DAY_TTL_S)
+        if month is not None:
+            pipe.set(self.keys.spend_month(tenant, month), spend_micro, ex=MONTH_TTL_S)
+        await pipe.execute()

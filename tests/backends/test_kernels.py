@@ -1,0 +1,84 @@
+"""Paged attention against a dense reference; sampling filters and seeds."""
+import math
+import random
+
+import torch
+
+from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
+from kernels.sampling import probabilities, sample
+
+
+def dense_reference(q, k, v, scale, window):
+    """q [n, Hq, D] for the last n positions of a context of k/v [L, Hkv, D]."""
+    n, heads, _ = q.shape
+    length, kv_heads, _ = k.shape
+    k = k.repeat_interleave(heads // kv_heads, dim=1)
+    v = v.repeat_interleave(heads // kv_heads, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    qpos = torch.arange(length - n, length)[:, None]
+    kpos = torch.arange(length)[None, :]
+    visible = kpos <= qpos
+    if window:
+        visible &= kpos > qpos - window
+    scores = scores.masked_fill(~visible, float("-inf"))
+    return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
+
+
+def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks():
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    heads, kv_heads, dim, bs, num_blocks = 6, 2, 8, 4, 64
+    scale = 1 / math.sqrt(dim)
+    for window in (None, 5):
+        k_cache = torch.zeros(num_blocks, bs, kv_heads, dim)
+        v_cache = torch.zeros_like(k_cache)
+        free = list(range(num_blocks))
+        rng.shuffle(free)
+        # three sequences: a fresh prompt, a chunk on top of cached context, and a decode
+        specs = [(0, 9), (7, 6), (13, 1)]  # (already cached tokens, new tokens)
+        contexts, tables, queries, news = [], [], [], []
+        for cached, new in specs:
+            length = cached + new
+            table = [free.pop() for _ in range(-(-length // bs))]
+            k, v = torch.randn(length, kv_heads, dim), torch.randn(length, kv_heads, dim)
+            for p in range(cached):  # the cached part is already in the pool
+                k_cache[table[p // bs], p % bs], v_cache[table[p // bs], p % bs] = k[p], v[p]
+            contexts.append((k, v))
+            tables.append(table)
+            queries.append(torch.randn(new, heads, dim))
+            news.append((cached, new))
+        slots, prefills, offset = [], [], 0
+        for (cached, new), table in zip(news, tables):
+            slots += [table[p // bs] * bs + p % bs for p in range(cached, cached + new)]
+            if new > 1:
+                prefills.append(PrefillChunk(offset, offset + new, cached + new, torch.tensor(table)))
+            offset += new
+        meta = AttentionMetadata(torch.tensor(slots), prefills, decode_index=torch.tensor([offset - 1]),
+                                 decode_block_tables=torch.tensor([tables[2]]),
+                                 decode_context_lens=torch.tensor([news[2][0] + 1]), workspace=GatherWorkspace())
+        q = torch.cat(queries)
+        k_new = torch.cat([k[c:] for (k, _), (c, _) in zip(contexts, news)])
+        v_new = torch.cat([v[c:] for (_, v), (c, _) in zip(contexts, news)])
+        out = paged_attention(q, k_new, v_new, k_cache, v_cache, meta, scale, sliding_window=window)
+        offset = 0
+        for (k, v), query in zip(contexts, queries):
+            expected = dense_reference(query, k, v, scale, window)
+            torch.testing.assert_close(out[offset:offset + len(query)], expected, atol=1e-5, rtol=1e-5)
+            offset += len(query)
+
+
+def test_top_k_and_top_p_restrict_the_support():
+    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0]])
+    one = torch.tensor([1.0])
+    probs = probabilities(logits, one, torch.tensor([2]), torch.tensor([1.0]))
+    assert (probs[0, 2:] == 0).all() and probs[0, :2].sum().item() == 1.0
+    probs = probabilities(logits, one, torch.tensor([0]), torch.tensor([0.5]))
+    assert probs[0, 0] > 0 and (probs[0, 1:] == 0).all()  # top token alone holds > 50%
+
+
+def test_greedy_rows_and_seeded_rows():
+    logits = torch.randn(3, 50)
+    temps, ks, ps = torch.tensor([0.0, 1.0, 1.0]), torch.zeros(3, dtype=torch.long), torch.ones(3)
+    a = sample(logits, temps, ks, ps, [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)])
+    b = sample(logits, temps, ks, ps, [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)])
+    assert a[0] == logits[0].argmax() and a.tolist() == b.tolist()

@@ -1,0 +1,157 @@
+"""The worker's OpenAI API through real HTTP: a real worker process and the real `openai` client."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import openai
+import pytest
+
+
+MODEL = "smollm2-135m"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def worker():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", MODEL, "--port", str(port),
+                             "--kv-cache-gb", "0.25", "--max-model-len", "2048"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode())
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture
+def client(worker):
+    return openai.OpenAI(base_url=worker + "/v1", api_key="unused", max_retries=0)
+
+
+def _metric(base: str, name: str, **labels) -> float:
+    """A sample's value from /metrics; 0 when a labelled counter has not been created yet."""
+    import urllib.request
+
+    text = urllib.request.urlopen(base + "/metrics").read().decode()
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in text.splitlines():
+        if line.split("{")[0].split(" ")[0] == name and all(w in line for w in wanted):
+            return float(line.rsplit(" ", 1)[1])
+    if labels:
+        return 0.0
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_models_lists_the_served_model(client):
+    assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_chat_stream_equals_non_stream_and_reports_usage(client):
+    messages = [{"role": "user", "content": "Name three colours."}]
+    full = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24, temperature=0)
+    assert full.choices[0].message.content
+    assert full.usage.completion_tokens <= 24 and full.usage.prompt_tokens > 5
+    chunks = list(client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24, temperature=0,
+                                                 stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == full.choices[0].finish_reason
+
+
+def test_completion_stop_string_is_not_emitted(client):
+    out = client.completions.create(model=MODEL, prompt="1, 2, 3, 4,", max_tokens=30, temperature=0, stop=[" 7"])
+    assert out.choices[0].finish_reason == "stop"
+    assert "7" not in out.choices[0].text and "6" in out.choices[0].text
+
+
+def test_same_seed_same_sample(client):
+    kwargs = dict(model=MODEL, prompt="Once upon a time", max_tokens=16, temperature=1.0, top_p=0.95, seed=7)
+    first = client.completions.create(**kwargs).choices[0].text
+    assert client.completions.create(**kwargs).choices[0].text == first
+
+
+@pytest.mark.parametrize("body, status, param", [
+    (b"{not json", 400, None),
+    (json.dumps({"model": MODEL, "messages": []}).encode(), 400, "messages"),
+    (json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}).encode(), 400, "max_tokens"),
+    (json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": "8"}).encode(), 400, "max_tokens"),
+    (json.dumps({"model": MODEL, "messages": "hi"}).encode(), 400, "messages"),
+    (json.dumps({"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}).encode(), 404, "model"),
+    (json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "word " * 3000}]}).encode(), 400, None),
+])
+def test_bad_input_gets_openai_error(worker, body, status, param):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(worker + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req)
+    assert err.value.code == status
+    error = json.loads(err.value.read())["error"]
+    assert error["message"] and error["type"]
+    if param:
+        assert error["param"] == param
+
+
+def _abort_count(base: str) -> float:
+    return _metric(base, "tiergate_worker_requests_total", finish_reason="abort")
+
+
+def _wait_idle(base: str, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (_metric(base, "tiergate_worker_num_requests_running") == 0
+                and _metric(base, "tiergate_worker_kv_cache_usage_ratio") == 0):
+            return
+        time.sleep(0.2)
+    raise AssertionError("worker did not return to idle: a sequence or its KV blocks leaked")
+
+
+def _send_and_drop(base: str, body: dict, read_bytes: int) -> None:
+    port = int(base.rsplit(":", 1)[1])
+    payload = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        got = b""
+        while len(got) < read_bytes:
+            got += sock.recv(4096)
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_client_disconnect_aborts_and_frees_blocks(worker, stream):
+    body = {"model": MODEL, "prompt": "Count forever: 1, 2, 3,", "max_tokens": 1500, "ignore_eos": True,
+            "temperature": 0, "stream": stream}
+    aborts = _abort_count(worker)
+    if stream:
+        _send_and_drop(worker, body, read_bytes=400)  # a few SSE chunks, then hang up
+    else:
+        port = int(worker.rsplit(":", 1)[1])
+        payload = json.dumps(body).encode()
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+            deadline = time.time() + 30
+            while _metric(worker, "tiergate_worker_num_requests_running") == 0 and time.time() < deadline:
+                time.sleep(0.05)
+    _wait_idle(worker)  # 1,500 tokens would take far longer than the wait allows
+    assert _abort_count(worker) == aborts + 1

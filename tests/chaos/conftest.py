@@ -1,0 +1,9 @@
+"""Chaos tests run in-process gateways with the deterministic prompt-length classifier."""
+import pytest
+
+from gateway.classify import PromptLengthClassifier
+
+
+@pytest.fixture
+def default_classifier():
+    return PromptLengthClassifier()

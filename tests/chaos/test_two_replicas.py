@@ -1,0 +1,115 @@
+"""Two real gateway processes against one Redis prefix: rate limits, budgets, prefix affinity
+and quality adjustments are shared state, so a client sees one gateway whichever replica it hits."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.quality.config import QualityConfig
+from gateway.quality.store import QualityStore
+from replica_stack import ADMIN_KEY, SHARED_REDIS, ReplicaStack, tenant_key
+
+LIMIT = 7
+TENANTS = {"limited": {"rate_limits": {"requests_per_minute": LIMIT}},
+           "spender": {"rate_limits": {"requests_per_minute": 100000}},
+           "affine": {"rate_limits": {"requests_per_minute": 100000}}}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    running = ReplicaStack(tmp_path_factory.mktemp("replicas"), TENANTS).start()
+    yield running
+    running.stop()
+
+
+def auth(tenant: str) -> dict:
+    return {"Authorization": f"Bearer {tenant_key(tenant)}"}
+
+
+async def chat(session, url: str, tenant: str, messages: list, model: str = "small"):
+    async with session.post(f"{url}/v1/chat/completions", headers=auth(tenant),
+                            json={"model": model, "messages": messages, "max_tokens": 4}) as response:
+        return response.status, dict(response.headers), await response.json()
+
+
+def user(text: str) -> list:
+    return [{"role": "user", "content": text}]
+
+
+async def test_rate_limit_is_enforced_across_both_replicas(stack):
+    async with aiohttp.ClientSession() as session:
+        answers = await asyncio.gather(*(chat(session, stack.urls[i % 2], "limited", user(f"q{i}"))
+                                         for i in range(3 * LIMIT)))
+    statuses = [status for status, _, _ in answers]
+    assert statuses.count(200) == LIMIT, statuses
+    assert statuses.count(429) == 2 * LIMIT, statuses
+    # both replicas admitted some: the limit was one shared counter, not LIMIT per replica
+    assert {i % 2 for i, s in enumerate(statuses) if s == 200} == {0, 1}, statuses
+    limited = next(body for status, _, body in answers if status == 429)
+    assert limited["error"]["type"] and limited["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_spend_from_both_replicas_is_visible_from_either(stack):
+    async with aiohttp.ClientSession() as session:
+        async def spend(url):
+            async with session.get(f"{url}/v1/usage", headers=auth("spender")) as response:
+                assert response.status == 200
+                return (await response.json())["month_spend_micro_usd"]
+
+        assert await spend(stack.urls[0]) == 0
+        costs = []
+        for i in range(6):
+            status, _, body = await chat(session, stack.urls[i % 2], "spender", user("spend " * (10 + i)))
+            assert status == 200
+            u = body["usage"]
+            costs.append(u["prompt_tokens"] * 1.0 + u["completion_tokens"] * 2.0)  # micro-USD at $1/$2 per Mtok
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and await spend(stack.urls[0]) < sum(costs):
+            await asyncio.sleep(0.1)  # settles are written after the answer
+        seen = [await spend(url) for url in stack.urls]
+    assert seen[0] == seen[1] == round(sum(costs)), (seen, costs)
+
+
+async def test_conversation_sticks_to_its_upstream_across_replicas(stack):
+    async with aiohttp.ClientSession() as session:
+        backends = set()
+        for c in range(6):
+            history = user(f"conversation {c}: " + "a long shared system context that gets cached. " * 8)
+            status, headers, body = await chat(session, stack.urls[0], "affine", history)
+            assert status == 200
+            first = headers["x-tiergate-backend"]
+            backends.add(first)
+            history = history + [body["choices"][0]["message"], {"role": "user", "content": "and then?"}]
+            await asyncio.sleep(0.3)  # the affinity write is fire-and-forget
+            for _ in range(3):
+                status, headers, _ = await chat(session, stack.urls[1], "affine", history)
+                assert status == 200 and headers["x-tiergate-backend"] == first, (c, first, headers)
+    assert len(backends) == 2, backends  # conversations were spread, so sticking was not luck
+
+
+async def test_quality_adjustment_written_once_is_read_by_both(stack):
+    client = aioredis.Redis.from_url(SHARED_REDIS)
+    store = QualityStore(client, stack.prefix)
+    q = QualityConfig(window=4, min_samples=4)
+    results = [await store.record("small", 1, True, q) for _ in range(4)]  # the monitor's own write path
+    await client.aclose()
+    assert results[-1].step == 1 and results[-1].changed == 1
+    async with aiohttp.ClientSession() as session:
+        async def view(url):
+            async with session.get(f"{url}/v1/quality", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as r:
+                assert r.status == 200
+                return await r.json()
+
+        deadline = time.monotonic() + 10
+        views = [await view(url) for url in stack.urls]
+        while time.monotonic() < deadline and not all(v["threshold_shift"] for v in views):
+            await asyncio.sleep(0.2)  # replicas re-read shared state every refresh_s
+            views = [await view(url) for url in stack.urls]
+    for v in views:
+        assert v["tiers"]["small"]["adjustment_steps"] == 1
+        assert v["tiers"]["small"]["window"] == {"samples": 4, "failed": 4, "failure_rate": 1.0}
+        assert v["threshold_shift"] == {"2": -0.1}, v["threshold_shift"]

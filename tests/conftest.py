@@ -1,0 +1,108 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import uuid
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+SHARED_REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+async def redis_prefix(monkeypatch):
+    """A key prefix of this test's own on the shared Redis; its keys are deleted afterwards."""
+    monkeypatch.delenv("TIERGATE_REDIS_URL", raising=False)
+    prefix = f"tgtest:{uuid.uuid4().hex[:10]}:"
+    yield prefix
+    client = aioredis.from_url(SHARED_REDIS)
+    keys = [k async for k in client.scan_iter(match=prefix + "*", count=500)]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+@pytest.fixture
+async def fakes():
+    """fakes(n, **kw) -> list of (FakeUpstream, url): fake OpenAI upstreams in this loop."""
+    from benchmarks.fake_upstream import start_fake
+
+    runners = []
+
+    async def make(n: int = 1, **kwargs):
+        started = []
+        for _ in range(n):
+            fake, runner, url = await start_fake(name=f"fake{len(runners)}", **kwargs)
+            runners.append(runner)
+            started.append((fake, url))
+        return started
+
+    yield make
+    for runner in runners:
+        await runner.cleanup()
+
+
+class RunningGateway:
+    def __init__(self, state, runner, url, path):
+        self.state, self.runner, self.url, self.path = state, runner, url, path
+
+    def rewrite(self, doc: dict) -> None:
+        self.path.write_text(yaml.safe_dump(doc))
+
+
+@pytest.fixture
+def default_classifier():
+    """The classifier an in-process gateway gets unless a test passes one; None = the real ONNX one."""
+    return None
+
+
+@pytest.fixture
+async def gateway(tmp_path, default_classifier):
+    """gateway(config_dict, classifier=None, policy_factory=None) -> RunningGateway on a free loopback port."""
+    from gateway.app import build_app, start_site
+    from gateway.config import load_config
+    from gateway.state import GatewayState
+
+    running = []
+
+    async def make(doc: dict, classifier=None, policy_factory=None) -> RunningGateway:
+        path = tmp_path / f"tiergate-{len(running)}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        state = GatewayState(load_config(path), str(path), classifier=classifier or default_classifier,
+                             **({"policy_factory": policy_factory} if policy_factory else {}))
+        runner = await start_site(build_app(state), "127.0.0.1", 0)
+        gw = RunningGateway(state, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", path)
+        running.append(gw)
+        return gw
+
+    yield make
+    for gw in running:
+        await gw.runner.cleanup()
+
+
+@pytest.fixture
+async def http():
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """(port, data dir, procs): a persistent redis-server of this test's own, free to kill
+    and restart; the shared server is never touched. Whatever is left running is killed."""
+    from benchmarks.processes import free_port, start_persistent_redis
+
+    port, data = free_port(), tmp_path / "redis"
+    data.mkdir()
+    procs = [start_persistent_redis(port, data)]
+    yield port, data, procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

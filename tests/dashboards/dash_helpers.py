@@ -1,0 +1,114 @@
+"""Shared by the dashboard tests: the dashboard files, /metrics parsing, a real Prometheus."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "gateway"))  # e2e_stack and gw_helpers (the gateway tests' helpers)
+
+DASHBOARD_DIR = ROOT / "dashboards" / "grafana"
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$tenant": ".*", "$tier": ".*",
+                     "$worker": ".*"}
+_DERIVED = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
+            "summary": ("", "_sum", "_count", "_created"), "gaugehistogram": ("_bucket", "_gsum", "_gcount")}
+
+
+def dashboards() -> dict[str, dict]:
+    return {path.name: json.loads(path.read_text()) for path in sorted(DASHBOARD_DIR.glob("*.json"))}
+
+
+def exposed_names(text: str) -> set[str]:
+    """Every series name a /metrics page exposes, including declared families with no sample yet."""
+    names = set()
+    for family in text_string_to_metric_families(text):
+        names.update(sample.name for sample in family.samples)
+        names.update(family.name + suffix for suffix in _DERIVED.get(family.type, ("",)))
+    return names
+
+
+def samples(text: str, name: str) -> list[tuple[dict, float]]:
+    return [(s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+
+
+def substitute(expr: str, range_s: int) -> str:
+    """A dashboard expression as Grafana sends it, with All selected and $__range = range_s."""
+    expr = expr.replace("$__range", f"{range_s}s")
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def find_prometheus() -> str | None:
+    """The prometheus binary; as root with apt-get (and without TIERGATE_NO_APT=1), installs the
+    Debian package `prometheus` first (about 15 s, once per machine)."""
+    found = shutil.which("prometheus")
+    if found or os.environ.get("TIERGATE_NO_APT") == "1" or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return found
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "prometheus"]
+    for command in (install, ["apt-get", "update", "-q"], install):
+        try:
+            subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=180)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if shutil.which("prometheus"):
+            return shutil.which("prometheus")
+    return None
+
+
+class Prometheus:
+    """A real Prometheus server on a free port scraping the given config (TSDB in a temp dir)."""
+
+    def __init__(self, binary: str, config: Path, data: Path, port: int):
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def query(self, session: aiohttp.ClientSession, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        async with session.get(self.url + "/api/v1/query", params=params) as response:
+            body = await response.json()
+        if body.get("status") != "success":
+            raise AssertionError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+        return body["data"]["result"]
+
+    async def wait_ready(self, session: aiohttp.ClientSession, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.proc.returncode}")
+            try:
+                async with session.get(self.url + "/-/ready") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+        raise RuntimeError("prometheus did not become ready")
+
+    async def last_scrape(self, session: aiohttp.ClientSession, job: str) -> float:
+        """When the job's target was last scraped successfully (0: not yet)."""
+        # timestamp() of a plain selector is the sample's own time (of an expression: the query's)
+        result = await self.query(session, f'timestamp(up{{job="{job}"}}) and up{{job="{job}"}} == 1')
+        return float(result[0]["value"][1]) if result else 0.0
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

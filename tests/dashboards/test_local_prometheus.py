@@ -1,0 +1,75 @@
+"""`gateway.stack --prometheus`: the Prometheus the local stack starts scrapes the gateway."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import pytest
+import yaml
+
+from dash_helpers import find_prometheus
+from dashboards import local_prometheus
+from dashboards.scrape_config import render, worker_targets
+from e2e_stack import free_port
+from gateway.app import build_app, start_site
+from gateway.classify import PromptLengthClassifier
+from gateway.config import load_config
+from gateway.state import GatewayState
+from gw_helpers import tier
+
+
+@pytest.fixture
+async def gateway_for(tmp_path):
+    """A gateway process-in-test for some worker URLs (no Redis: nothing here routes)."""
+    runners = []
+
+    async def start(tiers: list[dict]):
+        path = tmp_path / "gateway.yaml"
+        path.write_text(yaml.safe_dump({"tiers": tiers}))
+        state = GatewayState(load_config(path), classifier=PromptLengthClassifier())
+        runner = await start_site(build_app(state), "127.0.0.1", 0)
+        runners.append(runner)
+        return state.config, runner.addresses[0][1]
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+async def test_modes_without_the_binary(tmp_path, monkeypatch, gateway_for):
+    config, _ = await gateway_for([tier("small", 1, ["http://127.0.0.1:9"])])
+    monkeypatch.setenv("PATH", str(tmp_path))  # no prometheus binary here
+    assert local_prometheus.start(config, 8080, "auto", free_port(), tmp_path) is None
+    assert local_prometheus.start(config, 8080, "off", free_port(), tmp_path) is None
+    with pytest.raises(local_prometheus.PrometheusUnavailable, match="apt-get install prometheus"):
+        local_prometheus.start(config, 8080, "on", free_port(), tmp_path)
+
+
+async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
+    workers = ["http://127.0.0.1:8101", "http://127.0.0.1:8102", "http://remote.example:8000"]
+    config, gateway_port = await gateway_for([tier("small", 1, workers[:2]), tier("large", 3, workers[2:])])
+    if find_prometheus() is None:  # fallback: the scrape config it would run (--prometheus on refuses, above)
+        print("prometheus is not installed and cannot be installed here: checking the scrape config only")
+        doc = yaml.safe_load(render(f"127.0.0.1:{gateway_port}", worker_targets(config)))
+        assert [job["static_configs"][0]["targets"] for job in doc["scrape_configs"]] == [
+            [f"127.0.0.1:{gateway_port}"], ["127.0.0.1:8101", "127.0.0.1:8102", "remote.example:8000"]]
+        return
+    port = free_port()
+    proc = await asyncio.to_thread(local_prometheus.start, config, gateway_port, "on", port, tmp_path)
+    try:
+        scrape = (tmp_path / "prometheus.yml").read_text()
+        assert "127.0.0.1:8101" in scrape and "127.0.0.1:8102" in scrape and "remote.example" not in scrape
+        deadline = time.monotonic() + 20
+        async with aiohttp.ClientSession() as session:
+            while True:
+                async with session.get(f"http://127.0.0.1:{port}/api/v1/targets") as response:
+                    targets = (await response.json())["data"]["activeTargets"]
+                health = {t["labels"]["job"]: t["health"] for t in targets if t["scrapeUrl"].endswith(f":{gateway_port}/metrics")}
+                if health.get("tiergate-gateway") == "up" or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+        assert health == {"tiergate-gateway": "up"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,164 @@
+"""deploy/k8s: every manifest parses, has the fields Kubernetes requires, and fits together:
+selectors match pods, Services reach named ports, probes hit /health, the ConfigMap's gateway
+config passes the gateway's own validation and points each tier at a Service in these
+manifests (or at the external vLLM endpoint), Redis persists (appendonly + PVC)."""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from gateway.config import parse_config
+from gateway.quality.config import parse_quality
+
+K8S = Path(__file__).parents[2] / "deploy" / "k8s"
+API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1",
+                "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2"}
+NAMESPACE = "tiergate"
+EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
+
+
+def _docs() -> list[dict]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += [dict(d, _file=path.name) for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return docs
+
+
+DOCS = _docs()
+
+
+def _of(kind: str) -> list[dict]:
+    return [d for d in DOCS if d["kind"] == kind]
+
+
+def _one(kind: str, name: str) -> dict:
+    found = [d for d in _of(kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name)
+    return found[0]
+
+
+def _containers(workload: dict) -> list[dict]:
+    return workload["spec"]["template"]["spec"]["containers"]
+
+
+def _gateway_config() -> dict:
+    return yaml.safe_load(_one("ConfigMap", "tiergate-config")["data"]["tiergate.yaml"])
+
+
+def test_every_document_has_kind_api_version_and_metadata():
+    assert {d["_file"] for d in DOCS} >= {"namespace.yaml", "configmap.yaml", "gateway.yaml", "redis.yaml",
+                                         "workers.yaml"}
+    seen = set()
+    for doc in DOCS:
+        assert doc["apiVersion"] == API_VERSIONS[doc["kind"]], (doc["_file"], doc["kind"])
+        name = doc["metadata"]["name"]
+        assert name and len(name) <= 63 and name == name.lower()
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == NAMESPACE, (doc["_file"], name)
+        assert (doc["kind"], name) not in seen, f"duplicate {doc['kind']} {name}"
+        seen.add((doc["kind"], name))
+
+
+@pytest.mark.parametrize("workload", _of("Deployment") + _of("StatefulSet"), ids=lambda d: d["metadata"]["name"])
+def test_workloads_select_their_pods_and_set_resources(workload):
+    spec = workload["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    assert spec["replicas"] >= 1
+    for container in _containers(workload):
+        assert container["image"] and container["name"]
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(container["resources"][kind]), (container["name"], kind)
+        assert container["readinessProbe"] and container["livenessProbe"]
+
+
+@pytest.mark.parametrize("service", _of("Service"), ids=lambda d: d["metadata"]["name"])
+def test_services_reach_a_named_container_port(service):
+    selector = service["spec"]["selector"]
+    targets = [w for w in _of("Deployment") + _of("StatefulSet")
+               if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+    assert targets, f"service {service['metadata']['name']} selects no pods"
+    ports = {p["name"]: p["containerPort"] for w in targets for c in _containers(w) for p in c["ports"]}
+    for port in service["spec"]["ports"]:
+        assert port["targetPort"] in ports or port["targetPort"] in ports.values()
+
+
+def test_gateway_and_workers_probe_health_on_their_http_port():
+    http_workloads = [d for d in _of("Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"]
+                      in ("gateway", "worker")]
+    assert len(http_workloads) >= 2
+    for workload in http_workloads:
+        for container in _containers(workload):
+            port_names = {p["name"] for p in container["ports"]}
+            for probe in ("readinessProbe", "livenessProbe"):
+                get = container[probe]["httpGet"]
+                assert get["path"] == "/health" and get["port"] in port_names, (workload["metadata"]["name"], probe)
+
+
+def test_gateway_deployment_runs_replicas_with_the_configmap_and_an_hpa():
+    gateway = _one("Deployment", "tiergate-gateway")
+    assert gateway["spec"]["replicas"] >= 2
+    (container,) = _containers(gateway)
+    command = container["command"]
+    assert command[:3] == ["python", "-m", "gateway"]
+    config_path = Path(command[command.index("--config") + 1])
+    mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
+    volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    config_map = _one("ConfigMap", volume["configMap"]["name"])
+    assert config_path.name in config_map["data"]
+    assert int(command[command.index("--port") + 1]) == container["ports"][0]["containerPort"]
+    hpa = _one("HorizontalPodAutoscaler", "tiergate-gateway")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "tiergate-gateway"}
+    assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
+
+
+def test_configmap_gateway_config_is_valid_and_points_at_these_services():
+    doc = _gateway_config()
+    config = parse_config(doc, "deploy/k8s/configmap.yaml")
+    assert len(config.tiers) == 4
+    assert parse_quality(config).sampling_rate == doc["quality"]["sampling_rate"]
+    services = {f"{s['metadata']['name']}.{NAMESPACE}.svc.cluster.local": {p["port"] for p in s["spec"]["ports"]}
+                for s in _of("Service")}
+    external = []
+    for tier in config.tiers:
+        for worker in tier.workers:
+            url = urlsplit(worker.url)
+            if url.hostname == EXTERNAL_VLLM_HOST:
+                external.append(tier.name)
+            else:
+                assert url.port in services[url.hostname], (tier.name, worker.url)
+    assert external == ["expert"]  # the top tier runs on the vLLM cluster
+    redis_url = urlsplit(config.redis.url)
+    assert redis_url.scheme == "redis" and redis_url.port in services[redis_url.hostname]
+
+
+def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
+    config = parse_config(_gateway_config(), "deploy/k8s/configmap.yaml")
+    for tier in config.tiers:
+        url = urlsplit(tier.workers[0].url)
+        if url.hostname == EXTERNAL_VLLM_HOST:
+            continue
+        service = _one("Service", url.hostname.split(".")[0])
+        pool = next(d for d in _of("Deployment") if service["spec"]["selector"].items()
+                    <= d["spec"]["template"]["metadata"]["labels"].items())
+        (container,) = _containers(pool)
+        command = container["command"]
+        assert command[:3] == ["python", "-m", "backends.worker"]
+        assert command[command.index("--model") + 1] == tier.model
+        assert int(command[command.index("--port") + 1]) == url.port == container["ports"][0]["containerPort"]
+
+
+def test_redis_persists_with_appendonly_on_a_volume_claim():
+    redis = _one("StatefulSet", "tiergate-redis")
+    (container,) = _containers(redis)
+    args = container["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+    data_dir = args[args.index("--dir") + 1]
+    (claim,) = redis["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"]
+    assert any(m["name"] == claim["metadata"]["name"] and m["mountPath"] == data_dir
+               for m in container["volumeMounts"])
+    assert _one("Service", redis["spec"]["serviceName"])["spec"]["clusterIP"] == "None"

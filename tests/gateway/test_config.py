@@ -1,0 +1,104 @@
+"""Config validation names the field; hot reload applies good configs, keeps the old on bad ones."""
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import openai
+import pytest
+
+from gateway.config import ConfigError, load_config, parse_config
+from gateway.metrics import METRICS
+from gw_helpers import base_config, tier
+
+GOOD = {"tiers": [tier("small", 1, ["http://127.0.0.1:9"]), tier("large", 2, ["http://127.0.0.1:10"])]}
+
+
+def test_default_config_loads():
+    config = load_config(Path(__file__).parents[2] / "config" / "tiergate.yaml")
+    assert [t.level for t in config.tiers] == sorted(t.level for t in config.tiers) and len(config.tiers) >= 2
+    assert config.resolve_model("auto") == "auto"
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda d: d["tiers"][1]["price_per_mtok"].update(input=-1), "tiers[1].price_per_mtok.input"),
+    (lambda d: d["tiers"][0].pop("model"), "tiers[0].model"),
+    (lambda d: d["tiers"][0].update(level="high"), "tiers[0].level"),
+    (lambda d: d["tiers"][1]["workers"][0].update(url="ftp://x"), "tiers[1].workers[0].url"),
+    (lambda d: d["tiers"][1].update(workers=[]), "tiers[1].workers"),
+    (lambda d: d["tiers"][1].update(name="small"), "tiers[1].name"),
+    (lambda d: d.update(aliases={"fast": "nonexistent"}), "aliases.fast"),
+    (lambda d: d.update(timeouts={"connect_s": 0}), "timeouts.connect_s"),
+    (lambda d: d.update(affinity={"chunk_chars": 2}), "affinity.chunk_chars"),
+    (lambda d: d.update(redis={"url": 5}), "redis.url"),
+    (lambda d: d.update(failover={"max_attempts": 3, "escalte": True}), "failover.escalte"),
+    (lambda d: d.update(tiers=[]), "tiers"),
+])
+def test_errors_name_the_field(mutate, field):
+    doc = copy.deepcopy(GOOD)
+    mutate(doc)
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc, "test.yaml")
+    assert str(err.value).startswith(f"test.yaml: {field}:")
+
+
+def test_unreadable_or_invalid_yaml_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("tiers: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "bad.yaml")
+
+
+async def _models(client) -> set[str]:
+    return {m.id for m in (await client.models.list()).data}
+
+
+async def _eventually(check, seconds=3.0):
+    for _ in range(int(seconds / 0.1)):
+        if await check():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def test_file_change_reloads_and_bad_config_is_rejected(fakes, gateway, redis_prefix):
+    (fake, url), = await fakes(1)
+    doc = base_config([tier("small", 1, [url])], redis_prefix)
+    gw = await gateway(doc)
+    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
+        gw.rewrite({**doc, "aliases": {"quick": "small"}})
+        assert await _eventually(lambda: _has(client, "quick"))
+        rejected = METRICS.reloads.labels("rejected")._value.get()
+        gw.path.write_text("tiers: [{name: broken}]")
+        assert await _eventually(lambda: _counter_above(METRICS.reloads.labels("rejected"), rejected))
+        assert "quick" in await _models(client)  # old config kept
+        answer = await client.chat.completions.create(model="quick", messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content
+
+
+async def _has(client, model):
+    return model in await _models(client)
+
+
+async def _counter_above(counter, value):
+    return counter._value.get() > value
+
+
+async def test_reload_does_not_drop_in_flight_requests(fakes, gateway, redis_prefix):
+    (old, old_url), (new, new_url) = await fakes(2)
+    old.delay_s = 1.0
+    doc = base_config([tier("small", 1, [old_url])], redis_prefix)
+    gw = await gateway(doc)
+    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
+        pending = asyncio.ensure_future(client.chat.completions.create(
+            model="small", messages=[{"role": "user", "content": "hi"}]))
+        await asyncio.sleep(0.2)
+        gw.rewrite(base_config([tier("small", 1, [new_url])], redis_prefix))
+        assert gw.state.reload()  # what SIGHUP triggers
+        raw = await client.chat.completions.with_raw_response.create(
+            model="small", messages=[{"role": "user", "content": "hi"}])
+        assert raw.headers["x-tiergate-backend"] == new_url.removeprefix("http://")
+        answer = await pending
+    assert answer.choices[0].message.content and old.served == 1 and new.served == 1

@@ -1,0 +1,28 @@
+"""The shipped configurations load, and the local stack launches each worker with its flags."""
+from pathlib import Path
+
+import pytest
+
+from backends.worker import build_parser
+from gateway.config import load_config
+from gateway.stack import local_workers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", ["config/tiergate.yaml", "config/examples/production-tiers.yaml"])
+def test_config_loads(path):
+    config = load_config(str(ROOT / path))
+    assert [t.level for t in config.tiers] == sorted(t.level for t in config.tiers)
+
+
+def test_default_stack_flags_are_valid_worker_flags():
+    workers = local_workers(load_config(str(ROOT / "config/tiergate.yaml")))
+    flags = {launch for _, launch in workers.values()}
+    assert ("--quantization", "int4") in flags and ("--speculative", "ngram") in flags
+    for model, launch in workers.values():
+        build_parser().parse_args(["--model", model, *launch])  # exits on an unknown flag
+
+
+def test_production_example_launches_nothing_locally():
+    assert local_workers(load_config(str(ROOT / "config/examples/production-tiers.yaml"))) == {}

@@ -1,0 +1,150 @@
+"""Failover, escalation, circuit breaking, health checks, cut streams, client disconnects."""
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import openai
+import pytest
+
+from gateway.metrics import METRICS
+from gw_helpers import base_config, tier
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _client(gw) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0, timeout=10)
+
+
+def _metric(metric, *labels) -> float:
+    return metric.labels(*labels)._value.get()
+
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+async def test_5xx_and_refused_connections_retry_on_another_worker(fakes, gateway, redis_prefix):
+    (bad, bad_url), (good, good_url) = await fakes(2)
+    bad.fail_status = 502
+    gw = await gateway(base_config([tier("t", 1, [bad_url, _closed_port_url(), good_url])], redis_prefix,
+                                   failover={"max_attempts": 3, "escalate": False}))
+    retries = _metric(METRICS.retries, "t")
+    async with _client(gw) as client:
+        for _ in range(4):
+            raw = await client.chat.completions.with_raw_response.create(model="t", messages=HI)
+            assert raw.parse().choices[0].message.content
+    assert good.served == 4 and bad.served == 0
+    assert _metric(METRICS.retries, "t") > retries
+
+
+async def test_escalates_to_next_tier_when_a_tier_cannot_answer(fakes, gateway, redis_prefix):
+    (bad, bad_url), (good, good_url) = await fakes(2)
+    bad.fail_status = 500
+    gw = await gateway(base_config([tier("small", 1, [bad_url]), tier("large", 2, [good_url])], redis_prefix))
+    before = _metric(METRICS.escalations, "small", "large")
+    async with _client(gw) as client:
+        raw = await client.chat.completions.with_raw_response.create(model="small", messages=HI)
+    assert raw.headers["x-tiergate-tier"] == "large" and raw.headers["x-tiergate-model"] == "model-large"
+    assert _metric(METRICS.escalations, "small", "large") == before + 1
+
+
+async def test_without_escalation_exhausted_attempts_give_503_openai_error(fakes, gateway, redis_prefix):
+    (bad, bad_url), (good, good_url) = await fakes(2)
+    bad.fail_status = 503
+    gw = await gateway(base_config([tier("small", 1, [bad_url]), tier("large", 2, [good_url])], redis_prefix,
+                                   failover={"max_attempts": 2, "escalate": False}))
+    async with _client(gw) as client:
+        with pytest.raises(openai.APIStatusError) as err:
+            await client.chat.completions.create(model="small", messages=HI)
+    assert err.value.status_code == 503 and err.value.body["code"] == "upstream_unavailable"
+    assert good.served == 0
+
+
+async def test_breaker_opens_after_consecutive_failures_then_half_open_probe_closes_it(
+        fakes, gateway, redis_prefix):
+    (flaky, flaky_url), (good, good_url) = await fakes(2)
+    flaky.fail_status = 500
+    gw = await gateway(base_config([tier("t", 1, [flaky_url, good_url])], redis_prefix,
+                                   breaker={"failure_threshold": 2, "open_s": 0.6}))
+    backend = gw.state.pools.backends[flaky_url]
+    async with _client(gw) as client:
+        for _ in range(6):
+            await client.chat.completions.create(model="t", messages=HI)
+        assert len(flaky.seen) == 2 and backend.breaker_state(asyncio.get_running_loop().time()) != "closed"
+        flaky.fail_status = None
+        await asyncio.sleep(0.7)  # open_s elapsed: half-open, one probe allowed
+        for _ in range(6):
+            await client.chat.completions.create(model="t", messages=HI)
+    assert flaky.served >= 2 and backend.failures == 0 and backend.open_until == 0.0
+
+
+async def test_active_health_check_takes_worker_out_and_back(fakes, gateway, redis_prefix):
+    (sick, sick_url), (good, good_url) = await fakes(2)
+    gw = await gateway(base_config([tier("t", 1, [sick_url, good_url])], redis_prefix))
+    sick.healthy = False
+    await asyncio.sleep(0.5)
+    async with _client(gw) as client:
+        for _ in range(4):
+            await client.chat.completions.create(model="t", messages=HI)
+        assert sick.served == 0
+        sick.healthy = True
+        await asyncio.sleep(0.5)
+        for _ in range(4):
+            await client.chat.completions.create(model="t", messages=HI)
+    assert sick.served > 0
+
+
+async def test_hanging_worker_times_out_and_request_moves_on(fakes, gateway, redis_prefix):
+    (stuck, stuck_url), (good, good_url) = await fakes(2)
+    stuck.hang = True
+    doc = base_config([tier("t", 1, [stuck_url, good_url])], redis_prefix)
+    doc["timeouts"]["read_s"] = 0.3
+    gw = await gateway(doc)
+    async with _client(gw) as client:
+        for _ in range(2):
+            answer = await client.chat.completions.create(model="t", messages=HI)
+            assert answer.choices[0].message.content
+    assert good.served == 2
+
+
+async def test_stream_cut_midway_ends_with_openai_error_event(fakes, gateway, redis_prefix, http):
+    (fake, url), = await fakes(1, chunks=6)
+    fake.cut_after = 2
+    gw = await gateway(base_config([tier("t", 1, [url])], redis_prefix))
+    payload = {"model": "t", "messages": HI, "stream": True}
+    async with http.post(gw.url + "/v1/chat/completions", json=payload) as response:
+        assert response.status == 200
+        raw = await asyncio.wait_for(response.read(), 5)
+    events = [e for e in raw.split(b"\n\n") if e]
+    assert len(events) == 4 and b'"error"' in events[2] and events[3] == b"data: [DONE]"
+    async with _client(gw) as client:
+        stream = await client.chat.completions.create(model="t", messages=HI, stream=True)
+        got = []
+        with pytest.raises(openai.APIError, match="mid-stream"):
+            async for chunk in stream:
+                got.append(chunk.choices[0].delta.content)
+    assert got == ["w0 ", "w1 "]
+
+
+async def test_client_disconnect_cancels_upstream_request(fakes, gateway, redis_prefix, http):
+    (fake, url), = await fakes(1, chunks=50, chunk_delay_s=0.05)
+    gw = await gateway(base_config([tier("t", 1, [url])], redis_prefix))
+    payload = {"model": "t", "messages": HI, "stream": True}
+    async with http.post(gw.url + "/v1/chat/completions", json=payload) as response:
+        await response.content.readany()
+    fake.delay_s = 5  # non-streamed: the client gives up while the upstream is still working
+    with pytest.raises(asyncio.TimeoutError):
+        async with http.post(gw.url + "/v1/chat/completions", json={"model": "t", "messages": HI},
+                             timeout=__import__("aiohttp").ClientTimeout(total=0.3)) as response:
+            await response.read()
+    for _ in range(40):
+        if fake.disconnects == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert fake.disconnects == 2 and fake.in_flight == 0
+    assert gw.state.pools.backends[url].outstanding == 0

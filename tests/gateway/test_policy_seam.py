@@ -1,0 +1,107 @@
+"""The policy seam: the gateway calls authenticate/decide/admit/settle at the agreed points.
+
+RecordingPolicy is a small real implementation of the PolicyService protocol written for
+this test (policies/ provides the production one): keys, a max_tokens cap, a request cap,
+and a ledger of settle calls, so the gateway's side of the contract can be checked.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import openai
+import pytest
+
+from gateway.policy_seam import OpenDecision, OpenPolicy
+from wire.errors import OpenAIError
+from gw_helpers import base_config, tier
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+
+
+class RecordingPolicy:
+    def __init__(self, max_requests: int = 100):
+        self.settled: list[tuple] = []
+        self.admitted = 0
+        self.max_requests = max_requests
+
+    def authenticate(self, authorization):
+        if authorization != "Bearer key-a":
+            raise OpenAIError(401, "invalid API key", code="invalid_api_key")
+        return Team("team-a")
+
+    def decide(self, tenant, requested_model, scores, classifier_tier, tiers):
+        base = OpenPolicy().decide(tenant, requested_model, scores, classifier_tier, tiers)
+        return OpenDecision(base.tier_name, base.rules + ["cap:max_tokens=2"], max_tokens_cap=2, priority="batch")
+
+    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
+        if self.admitted >= self.max_requests:
+            raise OpenAIError(429, "rate limit reached", code="rate_limit_exceeded", headers={"Retry-After": "7"})
+        self.admitted += 1
+        return ("admission", request_id, max_tokens)
+
+    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens):
+        self.settled.append((admission[1], tier_name, prompt_tokens, completion_tokens))
+
+
+@pytest.fixture
+async def setup(fakes, gateway, redis_prefix):
+    (bad, bad_url), (good, good_url) = await fakes(2, chunks=6)
+    bad.fail_status = 500
+    policy = RecordingPolicy(max_requests=4)
+    gw = await gateway(base_config([tier("small", 1, [bad_url, good_url])], redis_prefix),
+                       policy_factory=lambda config, redis: policy)
+    client = openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="key-a", max_retries=0)
+    yield gw, client, policy, bad, good
+    await client.close()
+
+
+async def test_auth_cap_priority_and_one_settle_per_request_despite_retries(setup):
+    gw, client, policy, bad, good = setup
+    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="wrong", max_retries=0) as intruder:
+        with pytest.raises(openai.AuthenticationError):
+            await intruder.chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+    for _ in range(2):
+        raw = await client.chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": "hi"}], max_tokens=50)
+        answer = raw.parse()
+        assert answer.usage.completion_tokens == 2  # capped by the policy
+    assert good.seen[-1]["body"]["max_tokens"] == 2 and good.seen[-1]["headers"]["x-tiergate-priority"] == "batch"
+    assert len(bad.seen) >= 1  # a retry happened...
+    ids = [s[0] for s in policy.settled]
+    assert len(ids) == 2 and len(set(ids)) == 2  # ...but each request settled exactly once
+    assert all(s[1] == "small" and s[3] == 2 and s[2] > 0 for s in policy.settled)
+
+
+async def test_cut_stream_settles_tokens_streamed_so_far(setup):
+    gw, client, policy, bad, good = setup
+    bad.fail_status = None
+    bad.cut_after = good.cut_after = 1
+    stream = await client.chat.completions.create(
+        model="small", messages=[{"role": "user", "content": "hi"}], stream=True, max_tokens=5)
+    with pytest.raises(openai.APIError):
+        async for _ in stream:
+            pass
+    for _ in range(20):
+        if policy.settled:
+            break
+        await asyncio.sleep(0.05)
+    assert len(policy.settled) == 1 and policy.settled[0][3] == 1
+
+
+async def test_admission_refusal_is_429_with_retry_after_and_no_settle(setup, http):
+    gw, client, policy, bad, good = setup
+    policy.admitted = policy.max_requests
+    async with http.post(gw.url + "/v1/chat/completions", headers={"Authorization": "Bearer key-a"},
+                         json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]}) as response:
+        assert response.status == 429 and response.headers["Retry-After"] == "7"
+        assert (await response.json())["error"]["code"] == "rate_limit_exceeded"
+    assert policy.settled == [] and good.served == 0
+    async with http.post(gw.url + "/v1/route", headers={"Authorization": "Bearer key-a"},
+                         json={"model": "auto", "prompt": "hi"}) as response:
+        decision = await response.json()
+    assert decision["rules"][-1] == "cap:max_tokens=2" and decision["tenant"] == "team-a"
+    assert decision["priority"] == "batch"

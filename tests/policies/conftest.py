@@ -1,0 +1,41 @@
+"""Fixtures: the shared Redis under a unique prefix (keys deleted afterwards), and services."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis.asyncio as aioredis
+
+from policies.replica import ReplicaState
+from policies.service import PolicyService
+from policies.usage_log import UsageLog
+from policy_helpers import SHARED_REDIS, TIERS, delete_prefix, policies_config
+
+
+@pytest.fixture
+async def shared_redis():
+    prefix = f"tgtest-pol:{uuid.uuid4().hex[:10]}:"
+    client = aioredis.Redis.from_url(SHARED_REDIS, socket_timeout=2)
+    yield client, prefix
+    await delete_prefix(client, prefix)
+    await client.aclose()
+
+
+@pytest.fixture
+def make_service(shared_redis, tmp_path):
+    """make_service(tenants, **policy) -> PolicyService on the shared Redis."""
+    client, prefix = shared_redis
+    made = []
+
+    def make(tenants: dict, redis=None, **policy) -> PolicyService:
+        # Tests about exactness must not fail open because a loaded machine answered late.
+        policy.setdefault("redis_timeout_s", 5)
+        config = policies_config(tenants, str(tmp_path / "logs"), **policy)
+        service = PolicyService(config, redis or client, TIERS, key_prefix=prefix,
+                                replica=ReplicaState(UsageLog(config.usage_log, f"usage-test-{len(made)}.jsonl")))
+        made.append(service)
+        return service
+
+    yield make
+    for service in made:
+        service.close()

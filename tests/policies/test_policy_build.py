@@ -1,0 +1,36 @@
+"""build_service: the gateway's entry point. A bad tenants section is the gateway's ConfigError
+(so a reload is rejected and the old config kept); a good one yields a working service."""
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import ConfigError, parse_config
+from gateway.policy_seam import build_policy_service
+from policies.keys import hash_key
+from policies.service import PolicyService
+
+
+def _doc(tmp_path, **tenant) -> dict:
+    return {"tiers": [{"name": "small", "level": 1, "model": "m", "price_per_mtok": {"input": 0.1, "output": 0.2},
+                       "workers": [{"url": "http://127.0.0.1:9"}]}],
+            "policy": {"usage_log": {"dir": str(tmp_path)}},
+            "tenants": {"a": {"keys": [{"id": "k", "sha256": hash_key("ka")}], **tenant}}}
+
+
+def test_seam_builds_the_policy_service_and_errors_name_file_and_field(shared_redis, tmp_path):
+    client, _ = shared_redis
+    service = build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), client)
+    assert isinstance(service, PolicyService)
+    assert service.authenticate("Bearer ka").name == "a"
+    with pytest.raises(ConfigError) as err:
+        build_policy_service(parse_config(_doc(tmp_path, max_tier="gigantic"), "gw.yaml"), client)
+    assert str(err.value).startswith("gw.yaml: tenants.a.max_tier: unknown tier 'gigantic'")
+    with pytest.raises(ConfigError, match="tenants: need Redis"):
+        build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), None)
+
+
+def test_services_rebuilt_by_a_reload_share_the_replica_log(shared_redis, tmp_path):
+    client, _ = shared_redis
+    first = build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), client)
+    second = build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), client)
+    assert first.replica is second.replica and first.usage_log is second.usage_log

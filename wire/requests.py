@@ -1,0 +1,179 @@
+"""Validation of OpenAI chat and completion request bodies into typed objects.
+
+Every rejection is an OpenAIError(400) naming the offending field, so both the gateway
+and the workers answer bad input the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import bad_request
+
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+MAX_STOP_STRINGS = 16
+
+
+@dataclass
+class GenerationParams:
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    stream: bool = False
+    include_usage: bool = False
+
+
+@dataclass
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    params: GenerationParams
+    raw: dict
+
+
+@dataclass
+class CompletionRequest:
+    model: str
+    prompt: str | list[int]
+    params: GenerationParams
+    raw: dict
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not _is_number(value) or not lo <= value <= hi:
+        raise bad_request(f"'{name}' must be a number between {lo} and {hi}", param=name)
+    return float(value)
+
+
+def _int(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not _is_int(value) or value < lo or (hi is not None and value > hi):
+        bound = f" and at most {hi}" if hi is not None else ""
+        raise bad_request(f"'{name}' must be an integer of at least {lo}{bound}", param=name)
+    return value
+
+
+def _bool(body: dict, name: str) -> bool:
+    value = body.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise bad_request(f"'{name}' must be a boolean", param=name)
+    return value
+
+
+def _model(body: dict) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise bad_request("'model' is required and must be a non-empty string", param="model")
+    return model
+
+
+def parse_params(body: dict) -> GenerationParams:
+    max_tokens = _int(body, "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = _int(body, "max_tokens", 1)
+    n = _int(body, "n", 1)
+    if n not in (None, 1):
+        raise bad_request("only 'n' = 1 is supported", param="n", code="unsupported_value")
+    if body.get("logprobs") or body.get("best_of") not in (None, 1):
+        raise bad_request("'logprobs' and 'best_of' are not supported", param="logprobs", code="unsupported_value")
+    for penalty in ("presence_penalty", "frequency_penalty"):
+        _number(body, penalty, 0.0, -2.0, 2.0)  # accepted for compatibility, range-checked
+    stop = body.get("stop")
+    if stop is None:
+        stop = []
+    elif isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or len(stop) > MAX_STOP_STRINGS or not all(isinstance(s, str) and s for s in stop):
+        raise bad_request(f"'stop' must be a non-empty string or a list of at most {MAX_STOP_STRINGS} of them", param="stop")
+    stop_ids = body.get("stop_token_ids") or []
+    if not isinstance(stop_ids, list) or not all(_is_int(t) and t >= 0 for t in stop_ids):
+        raise bad_request("'stop_token_ids' must be a list of token ids", param="stop_token_ids")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad_request("'stream_options' must be an object", param="stream_options")
+    include_usage = options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise bad_request("'stream_options.include_usage' must be a boolean", param="stream_options")
+    seed = body.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise bad_request("'seed' must be an integer", param="seed")
+    return GenerationParams(
+        max_tokens=max_tokens,
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
+        top_k=_int(body, "top_k", -1) or 0,
+        seed=seed,
+        stop=stop,
+        stop_token_ids=list(stop_ids),
+        ignore_eos=_bool(body, "ignore_eos"),
+        stream=_bool(body, "stream"),
+        include_usage=include_usage,
+    )
+
+
+def _message_text(content, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise bad_request(f"messages[{index}].content parts must be text parts", param=f"messages[{index}].content")
+            parts.append(part["text"])
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise bad_request(f"messages[{index}].content must be a string or a list of text parts", param=f"messages[{index}].content")
+
+
+def parse_chat(body: dict) -> ChatRequest:
+    model = _model(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("'messages' must be a non-empty list", param="messages")
+    normalised = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise bad_request(f"messages[{i}] must be an object", param=f"messages[{i}]")
+        role = message.get("role")
+        if role not in ROLES:
+            raise bad_request(f"messages[{i}].role must be one of {sorted(ROLES)}", param=f"messages[{i}].role")
+        normalised.append({"role": "system" if role == "developer" else role,
+                           "content": _message_text(message.get("content"), i)})
+    return ChatRequest(model=model, messages=normalised, params=parse_params(body), raw=body)
+
+
+def parse_completion(body: dict) -> CompletionRequest:
+    model = _model(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+        pass
+    elif not isinstance(prompt, str) or not prompt:
+        raise bad_request("'prompt' must be a non-empty string (or one list of token ids)", param="prompt")
+    return CompletionRequest(model=model, prompt=prompt, params=parse_params(body), raw=body)
+
+
+def conversation_text(messages: list[dict]) -> str:
+    """All message contents in order, for classification and prefix hashing."""
+    return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
