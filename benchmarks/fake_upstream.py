@@ -32,6 +32,8 @@ class FakeUpstream:
         self.in_flight = 0
         self.disconnects = 0  # generations abandoned because the client went away
         self.seen: deque[dict] = deque(maxlen=256)  # recent request bodies and headers
+        self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
+        self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -42,6 +44,7 @@ class FakeUpstream:
         return app
 
     async def _health(self, request):
+        self.health_headers.append({k.lower(): v for k, v in request.headers.items()})
         return web.json_response({"status": "ok"} if self.healthy else {"status": "down"},
                                  status=200 if self.healthy else 503)
 
@@ -67,6 +70,8 @@ class FakeUpstream:
             self.in_flight -= 1
 
     async def _answer(self, request, body, chat):
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
         if self.hang:
             await asyncio.sleep(3600)
         if self.delay_s:

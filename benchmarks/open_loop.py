@@ -28,7 +28,7 @@ PROMPTS = ["What is 2+2?", "Translate 'good morning' into French.",
            "Explain the proof that there are infinitely many primes, step by step, then generalise it. " * 6]
 
 
-def _stats(values: list[float]) -> dict:
+def latency_stats(values: list[float]) -> dict:
     if not values:
         return {"p50": None, "p95": None, "p99": None}
     s = sorted(values)
@@ -43,7 +43,7 @@ def _health(ratio: float | None) -> str:
     return "unknown" if ratio is None else "healthy" if ratio < 5 else "contended" if ratio > 10 else "watch"
 
 
-async def _one(session, url: str, key: str | None, model: str, stream: bool, rng: random.Random) -> dict:
+async def send_one(session, url: str, key: str | None, model: str, stream: bool, rng: random.Random) -> dict:
     body = {"model": model, "messages": [{"role": "user", "content": rng.choice(PROMPTS)}],
             "max_tokens": 64, "stream": stream}
     if stream:
@@ -95,7 +95,7 @@ async def run_at(url: str, rate: float, duration_s: float, models: list[str], ke
             if len(tasks) >= max_in_flight:  # bounded: count what the client could not even send
                 shed += 1
                 continue
-            task = asyncio.create_task(_one(s, url, rng.choice(keys), rng.choice(models),
+            task = asyncio.create_task(send_one(s, url, rng.choice(keys), rng.choice(models),
                                             rng.random() < stream_share, rng))
             tasks.add(task)
             task.add_done_callback(lambda t: (tasks.discard(t), results.append(t.result())))
@@ -116,17 +116,18 @@ def summarise(results: list[dict], rate: float, elapsed: float, shed: int) -> di
         for r in rows:
             if r.get("status") != 200:
                 errors[str(r.get("status"))] += 1
-        ttft, e2e = _stats([r["ttft"] for r in ok]), _stats([r["e2e"] for r in ok])
+        ttft, e2e = latency_stats([r["ttft"] for r in ok]), latency_stats([r["e2e"] for r in ok])
         all_ttft += [r["ttft"] for r in ok]
         tiers[tier] = {"requests": len(rows), "ok": len(ok), "errors": dict(errors),
-                       "ttft_s": ttft, "tpot_s": _stats([r["tpot"] for r in ok if "tpot" in r]), "e2e_s": e2e,
+                       "ttft_s": ttft, "tpot_s": latency_stats([r["tpot"] for r in ok if "tpot" in r]), "e2e_s": e2e,
                        "output_tokens_per_s": round(sum(r.get("tokens", 0) for r in ok) / elapsed, 2),
                        "p99_p50_ratio": {"ttft": _ratio(ttft), "e2e": _ratio(e2e)},
                        "health": _health(_ratio(e2e))}
     ok_total = sum(t["ok"] for t in tiers.values())
     return {"offered_rate_rps": rate, "requests": len(results), "ok": ok_total, "shed_by_client": shed,
             "errors": len(results) - ok_total + shed,
-            "throughput_rps": round(ok_total / elapsed, 3), "ttft_p99_s": _stats(all_ttft)["p99"], "tiers": tiers}
+            "throughput_rps": round(ok_total / elapsed, 3), "ttft_p99_s": latency_stats(all_ttft)["p99"],
+            "tiers": tiers}
 
 
 def meets_slo(report: dict, slo_ttft_s: float, max_error_share: float = 0.01) -> bool:
@@ -159,11 +160,13 @@ async def search(args, url: str, models: list[str], keys: list) -> dict:
 
 
 async def models_of(url: str, key: str | None) -> list[str]:
+    """Every tier plus the classifier-routed "auto" model: the route most real traffic takes."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with aiohttp.ClientSession() as s:
         async with s.get(f"{url}/v1/models", headers=headers) as r:
             r.raise_for_status()
-            return [m["id"] for m in (await r.json())["data"] if m.get("tiergate", {}).get("kind") == "tier"]
+            return [m["id"] for m in (await r.json())["data"]
+                    if m.get("tiergate", {}).get("kind") in ("tier", "auto")]
 
 
 def parse_args(argv=None):
@@ -171,7 +174,7 @@ def parse_args(argv=None):
     p.add_argument("--url", default="http://localhost:8080")
     p.add_argument("--keys", default=os.environ.get("TIERGATE_API_KEYS", ""),
                    help="comma-separated tenant API keys to mix (default $TIERGATE_API_KEYS; none: open policy)")
-    p.add_argument("--models", default="", help="comma-separated models/tiers to mix (default: every tier)")
+    p.add_argument("--models", default="", help="comma-separated models/tiers to mix (default: every tier and auto)")
     p.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals per rate probe")
     p.add_argument("--rate", type=float, default=4.0, help="starting (or, with --fixed-rate, the only) rate, req/s")
     p.add_argument("--fixed-rate", action="store_true", help="one run at --rate, no search")

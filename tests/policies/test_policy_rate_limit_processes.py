@@ -29,6 +29,7 @@ def test_500_concurrent_admits_over_two_processes_admit_exactly_100(shared_redis
         assert proc.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert [r["bad"] for r in results] == [[], []]
-    assert sum(r["admitted"] for r in results) == 100
-    assert sum(r["rejected"] for r in results) == 400
-    assert all(r["admitted"] > 0 for r in results), results  # both processes really competed
+    # Each process alone would admit 100 of its 250, so a total of exactly 100 proves the two
+    # share one window; how the 100 split between them depends on OS scheduling, not on us.
+    assert sum(r["admitted"] for r in results) == 100, results
+    assert sum(r["rejected"] for r in results) == 400, results
