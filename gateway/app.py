@@ -11,6 +11,7 @@ from .handlers import CTX, STATE
 from .metrics import METRICS
 from .openapi import openapi_endpoint
 from .quality import api as quality_api
+from .server_errors import GatewayRunner
 from .state import GatewayState
 
 _UNMETERED = {"/metrics", "/health"}
@@ -54,8 +55,10 @@ def build_app(state: GatewayState) -> web.Application:
 
 
 async def start_site(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Serve app on host:port with SO_REUSEPORT so several processes can share the port."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    """Serve app on host:port with SO_REUSEPORT so several processes can share the port.
+
+    Header limits and the JSON answer to requests the HTTP parser refuses: server_errors.py."""
+    runner = GatewayRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
     await site.start()

@@ -5,6 +5,8 @@ edit is rejected with a message a person can act on, and hot reload keeps the ol
 """
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -12,6 +14,7 @@ from urllib.parse import urlsplit
 import yaml
 
 AUTO = "auto"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
 # Top-level sections read by other packages (policies/); the gateway passes them through.
 EXTERNAL_SECTIONS = {"tenants", "policy", "policies", "budgets", "rate_limits", "usage_log", "quality", "admin"}
 
@@ -32,6 +35,10 @@ class WorkerSpec:
     # Extra `python -m backends.worker` flags (e.g. ["--quantization", "int4"]) used only when
     # the local stack launches this worker itself; the gateway never reads them.
     launch: tuple[str, ...] = ()
+    # The upstream's API key (sent as `Authorization: Bearer`) comes from the environment
+    # variable api_key_env names, read at load; the YAML never holds the key itself.
+    api_key_env: str | None = None
+    api_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -189,8 +196,9 @@ def _url(f: _Fields, key: str) -> str:
 
 
 def _tier(source: str, index: int, data) -> Tier:
+    _no_inline_key(source, f"tiers[{index}]", data)
     f = _Fields(source, f"tiers[{index}]", data, {"name", "level", "model", "price_per_mtok", "workers",
-                                                  "max_tokens_cap"})
+                                                  "max_tokens_cap", "api_key_env"})
     name = f.get("name", str, None, lambda v: bool(v.strip()), "must be a non-empty string")
     if name is None:
         f.fail("name", "is required")
@@ -208,15 +216,48 @@ def _tier(source: str, index: int, data) -> Tier:
     workers = f.get("workers", list, None, lambda v: len(v) > 0, "must list at least one worker")
     if workers is None:
         f.fail("workers", "is required")
-    specs = tuple(_worker(_Fields(source, f"tiers[{index}].workers[{i}]", w, {"url", "launch"}))
-                  for i, w in enumerate(workers))
+    tier_key_env = _key_env(f, None)
+    specs = tuple(_worker(source, f"tiers[{index}].workers[{i}]", w, tier_key_env) for i, w in enumerate(workers))
     return Tier(name=name, level=level, model=model, price_per_mtok=price, workers=specs,
                 max_tokens_cap=f.integer("max_tokens_cap", None))
 
 
-def _worker(f: _Fields) -> WorkerSpec:
+def _worker(source: str, path: str, data, tier_key_env: str | None) -> WorkerSpec:
+    _no_inline_key(source, path, data)
+    f = _Fields(source, path, data, {"url", "launch", "api_key_env"})
     launch = f.get("launch", list, [], lambda v: all(isinstance(a, str) for a in v), "must be a list of strings")
-    return WorkerSpec(_url(f, "url"), tuple(launch))
+    env = _key_env(f, tier_key_env)  # a worker's own api_key_env overrides its tier's
+    return WorkerSpec(_url(f, "url"), tuple(launch), env, _read_key(f, env))
+
+
+def _no_inline_key(source: str, path: str, data) -> None:
+    if isinstance(data, dict) and "api_key" in data:
+        raise ConfigError(f"{source}: {path}.api_key: never put a key in the config; put it in an environment "
+                          "variable and name that variable with api_key_env")
+
+
+def _key_env(f: _Fields, inherited: str | None) -> str | None:
+    return f.get("api_key_env", str, inherited, lambda v: bool(_ENV_NAME.fullmatch(v)),
+                 "must be an environment variable name (letters, digits, _)")
+
+
+def _read_key(f: _Fields, env: str | None) -> str | None:
+    if env is None:
+        return None
+    key = os.environ.get(env, "").strip()
+    if not key:
+        f.fail("api_key_env", f"environment variable {env} is not set or empty; it must hold this upstream's API key")
+    return key
+
+
+def _check_one_key_per_url(source: str, tiers: list[Tier]) -> None:
+    """Tiers listing the same URL share one Backend, so they must name the same key."""
+    seen: dict[str, str | None] = {}
+    for i, tier in enumerate(tiers):
+        for j, spec in enumerate(tier.workers):
+            if seen.setdefault(spec.url, spec.api_key_env) != spec.api_key_env:
+                raise ConfigError(f"{source}: tiers[{i}].workers[{j}].api_key_env: {spec.url} is listed elsewhere "
+                                  f"with api_key_env {seen[spec.url]!r}; one upstream URL has one key")
 
 
 def parse_config(doc, source: str = "<config>") -> Config:
@@ -231,6 +272,7 @@ def parse_config(doc, source: str = "<config>") -> Config:
         if tier.name in seen or tier.name == AUTO:
             raise ConfigError(f"{source}: tiers[{i}].name: {tier.name!r} is reserved or used twice")
         seen.add(tier.name)
+    _check_one_key_per_url(source, tiers)
 
     aliases = top.get("aliases", dict, {}) or {}
     for alias, target in aliases.items():

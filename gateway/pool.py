@@ -4,6 +4,8 @@ A Backend is one upstream URL, shared by every tier that lists it (so its in-fli
 and health are one truth). Eligibility = active health check says up AND the circuit
 breaker allows: closed, or half-open with no probe in flight.
 Load counts are per gateway process; the affinity index is the part shared through Redis.
+A Backend also carries the headers every call to it sends: the upstream's own API key
+(`Authorization: Bearer`, from the config's api_key_env), never a client's.
 """
 from __future__ import annotations
 
@@ -15,10 +17,11 @@ from .config import Breaker, Config
 
 
 class Backend:
-    __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing")
+    __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers")
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, api_key: str | None = None):
         self.url = url
+        self.set_key(api_key)
         parts = urlsplit(url)
         self.label = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.outstanding = 0
@@ -26,6 +29,12 @@ class Backend:
         self.failures = 0
         self.open_until = 0.0  # breaker open while now < open_until; half-open after
         self.probing = False
+
+    def set_key(self, api_key: str | None) -> None:
+        self.auth_headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def __repr__(self) -> str:  # never the key
+        return f"Backend({self.label})"
 
     def breaker_state(self, now: float) -> str:
         if self.open_until == 0.0:
@@ -99,6 +108,7 @@ class Pools:
             members = []
             for spec in tier.workers:
                 backend = self.backends.get(spec.url) or known.get(spec.url) or Backend(spec.url)
+                backend.set_key(spec.api_key)  # a reload may carry a new key for a URL that stays
                 self.backends[spec.url] = backend
                 members.append(backend)
             self.by_tier[tier.name] = TierPool(tier.name, members)

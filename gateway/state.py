@@ -127,7 +127,8 @@ class GatewayState:
     async def _check(self, backend) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout_s)
         try:
-            async with self.session.get(backend.url + "/health", timeout=timeout) as response:
+            async with self.session.get(backend.url + "/health", headers=backend.auth_headers,
+                                        timeout=timeout) as response:
                 healthy = response.status == 200
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             healthy = False

@@ -22,6 +22,9 @@ from .pool import Backend
 from .routing import Route, upstream_body
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
+# An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
+# failure to fail over from, never a verdict to pass on as if the client's key were wrong.
+GATEWAY_CREDENTIALS_REFUSED = (401, 403)
 MAX_ERROR_BODY = 64 * 1024
 
 
@@ -76,8 +79,9 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
         response = None
         try:
             response = await state.session.post(backend.url + path, data=payloads[tier.name],
-                                                 headers=headers, timeout=state.client_timeout)
-            if response.status >= 500:
+                                                 headers={**headers, **backend.auth_headers},
+                                                 timeout=state.client_timeout)
+            if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
                 await response.content.read(MAX_ERROR_BODY)
                 raise _UpstreamStatus(response.status)
             data = await (response.read() if not stream or response.status != 200 else _first_bytes(response))
