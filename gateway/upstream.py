@@ -8,6 +8,7 @@ ones until their first bytes, so the client sees nothing from a failed attempt.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass
 
@@ -106,8 +107,10 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
         if keys and response.status == 200:
             state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
         return Opened(tier, backend, response, data, attempts)
+    # a worker is retried once its breaker half-opens or the next health check passes
+    retry_after = max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s)))
     raise OpenAIError(503, f"no upstream worker could answer after {attempts} attempt(s); last error: {last_error}",
-                      code="upstream_unavailable")
+                      code="upstream_unavailable", headers={"Retry-After": str(retry_after)})
 
 
 async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:

@@ -7,9 +7,10 @@ import time
 
 import aiohttp
 
+from benchmarks.chaos import chaos_scale
 from chaos_helpers import config, idle
 
-CLIENTS = 30
+CLIENTS = 30 * chaos_scale()  # more in the long run (python -m benchmarks.chaos)
 
 
 async def test_thirty_streams_cut_after_the_first_chunk(fakes, gateway, http, redis_prefix):
@@ -25,7 +26,8 @@ async def test_thirty_streams_cut_after_the_first_chunk(fakes, gateway, http, re
                 assert first.startswith(b"data: ")
                 r.connection.transport.close()
 
-    await asyncio.wait_for(asyncio.gather(*(hang_up_after_first_chunk() for _ in range(CLIENTS))), 15)
+    await asyncio.wait_for(asyncio.gather(*(hang_up_after_first_chunk() for _ in range(CLIENTS))),
+                           15 * chaos_scale())
     fakes_ = [f for f, _ in started]
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (sum(f.disconnects for f in fakes_) < CLIENTS or not idle(gw)):

@@ -1,6 +1,17 @@
 import pytest
+from hypothesis import HealthCheck, settings
 
+from benchmarks.chaos import chaos_scale
 from live_stack import LiveStack
+
+# The fuzz tests' Hypothesis settings, picked by TIERGATE_FUZZ_PROFILE (benchmarks/chaos.py):
+# `tiergate-fuzz` (default, `make test`): bounded and derandomized, the same inputs every run;
+# `tiergate-fuzz-long` (`python -m benchmarks.chaos`): TIERGATE_CHAOS_SCALE times the examples,
+# randomized so each long run explores new inputs (a failure prints its reproduction blob).
+settings.register_profile("tiergate-fuzz", max_examples=40, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+settings.register_profile("tiergate-fuzz-long", settings.get_profile("tiergate-fuzz"),
+                          max_examples=40 * chaos_scale(), derandomize=False, database=None, print_blob=True)
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.chaos import fuzz_profile
 from live_stack import BODY_LIMIT, TENANT_KEY, assert_openai_error
 
 PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/route"]
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings.get_profile(fuzz_profile())  # 40 examples in `make test`; see conftest.py
+SMALLER = FUZZ.max_examples * 3 // 4
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10**20, max_value=10**20),
                     st.floats(allow_nan=False), st.text(max_size=30))
@@ -57,7 +58,7 @@ def test_arbitrary_json_documents(stack, path, body):
         assert assert_openai_error(response, 400)["code"] == "invalid_json"
 
 
-@settings(FUZZ, max_examples=30)
+@settings(FUZZ, max_examples=SMALLER)
 @given(path=st.sampled_from(PATHS), raw=st.binary(min_size=1, max_size=300))
 def test_raw_bytes_and_invalid_utf8(stack, path, raw):
     try:
@@ -76,7 +77,7 @@ token = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, m
 header_value = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=200)
 
 
-@settings(FUZZ, max_examples=30)
+@settings(FUZZ, max_examples=SMALLER)
 @given(headers=st.dictionaries(token.filter(lambda h: h not in {"content-length", "transfer-encoding", "host"}),
                                header_value, max_size=8),
        authorization=st.one_of(st.none(), header_value, st.just(f"Bearer {TENANT_KEY}")))

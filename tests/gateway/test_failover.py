@@ -62,6 +62,7 @@ async def test_without_escalation_exhausted_attempts_give_503_openai_error(fakes
         with pytest.raises(openai.APIStatusError) as err:
             await client.chat.completions.create(model="small", messages=HI)
     assert err.value.status_code == 503 and err.value.body["code"] == "upstream_unavailable"
+    assert int(err.value.response.headers["Retry-After"]) >= 1  # the documented 503 says when to come back
     assert good.served == 0
 
 
