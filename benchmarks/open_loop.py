@@ -2,8 +2,8 @@
 
 Requests arrive as a Poisson process at a given rate whatever the latency (open loop: a slow
 gateway gets a queue, not fewer arrivals), mixed over tiers (models) and tenants (keys),
-streaming and not. Per tier (the x-tiergate-tier answer header): TTFT, time per output
-token and end-to-end p50/p95/p99, throughput, errors and the P99/P50 ratio (health rule:
+streaming and not. Per tier (the x-tiergate-tier answer header): TTFT and time per output
+token (streamed requests: a whole answer has no visible first token) and end-to-end p50/p95/p99, throughput, errors and the P99/P50 ratio (health rule:
 under 5x healthy, over 10x means scheduling or memory contention). Then it searches for the
 highest rate whose TTFT p99 stays under --slo-ttft-s (doubling, then bisecting).
 The last stdout line is one JSON object.
@@ -54,9 +54,8 @@ async def send_one(session, url: str, key: str | None, model: str, stream: bool,
     try:
         async with session.post(f"{url}/v1/chat/completions", json=body, headers=headers) as r:
             out["status"], out["tier"] = r.status, r.headers.get("x-tiergate-tier", model)
-            if not stream or r.status != 200:
+            if not stream or r.status != 200:  # no first token to see: only e2e is measured
                 doc = await r.json(content_type=None)
-                out["ttft"] = time.perf_counter() - started
                 tokens = (doc.get("usage") or {}).get("completion_tokens", 0)
             else:
                 tokens, first = 0, None
@@ -116,8 +115,9 @@ def summarise(results: list[dict], rate: float, elapsed: float, shed: int) -> di
         for r in rows:
             if r.get("status") != 200:
                 errors[str(r.get("status"))] += 1
-        ttft, e2e = latency_stats([r["ttft"] for r in ok]), latency_stats([r["e2e"] for r in ok])
-        all_ttft += [r["ttft"] for r in ok]
+        streamed_ttft = [r["ttft"] for r in ok if "ttft" in r]  # TTFT exists for streamed answers only
+        ttft, e2e = latency_stats(streamed_ttft), latency_stats([r["e2e"] for r in ok])
+        all_ttft += streamed_ttft
         tiers[tier] = {"requests": len(rows), "ok": len(ok), "errors": dict(errors),
                        "ttft_s": ttft, "tpot_s": latency_stats([r["tpot"] for r in ok if "tpot" in r]), "e2e_s": e2e,
                        "output_tokens_per_s": round(sum(r.get("tokens", 0) for r in ok) / elapsed, 2),
@@ -140,10 +140,13 @@ async def search(args, url: str, models: list[str], keys: list) -> dict:
     """Double the rate while the SLO holds, then bisect between the last good and first bad rate."""
     probes, good, bad, rate = [], None, None, args.rate
     for i in range(args.max_probes):
-        report = await run_at(url, rate, args.duration, models, keys, args.stream_share, args.max_in_flight,
+        # long enough for --min-requests arrivals: a p99 over a handful of requests is noise
+        duration = max(args.duration, args.min_requests / rate)
+        report = await run_at(url, rate, duration, models, keys, args.stream_share, args.max_in_flight,
                               args.seed + i)
         ok = meets_slo(report, args.slo_ttft_s)
-        probes.append({"rate_rps": round(rate, 3), "ttft_p99_s": report["ttft_p99_s"], "errors": report["errors"],
+        probes.append({"rate_rps": round(rate, 3), "duration_s": round(duration, 1), "requests": report["requests"],
+                       "ttft_p99_s": report["ttft_p99_s"], "errors": report["errors"],
                        "meets_slo": ok})
         print(json.dumps(probes[-1]), flush=True)
         if ok:
@@ -180,6 +183,7 @@ def parse_args(argv=None):
     p.add_argument("--fixed-rate", action="store_true", help="one run at --rate, no search")
     p.add_argument("--slo-ttft-s", type=float, default=1.0)
     p.add_argument("--max-probes", type=int, default=8)
+    p.add_argument("--min-requests", type=int, default=40, help="a probe lasts long enough for this many arrivals")
     p.add_argument("--rate-precision", type=float, default=0.1, help="stop bisecting within this share")
     p.add_argument("--stream-share", type=float, default=0.5)
     p.add_argument("--max-in-flight", type=int, default=512)

@@ -87,7 +87,8 @@ def latency_windows(results: list[dict], start_s: float, end_s: float, n: int) -
         rows = [r for r in results if lo <= r["t"] < hi]
         ok = [r for r in rows if r.get("status") == 200]
         windows.append({"from_s": round(lo, 1), "to_s": round(hi, 1), "requests": len(rows),
-                        "errors": len(rows) - len(ok), "ttft_s": latency_stats([r["ttft"] for r in ok]),
+                        "errors": len(rows) - len(ok),
+                        "ttft_s": latency_stats([r["ttft"] for r in ok if "ttft" in r]),
                         "e2e_s": latency_stats([r["e2e"] for r in ok])})
     return windows
 
