@@ -36,17 +36,31 @@ def _decide(cum: np.ndarray, th: np.ndarray) -> np.ndarray:
     return tiers
 
 
-def shifted(thresholds: dict[int, float], shift: dict[int, float] | None) -> np.ndarray:
+def shifted_values(thresholds: dict[int, float], shift: dict[int, float] | None) -> list[float]:
     """Thresholds for tiers 2..4 after adding `shift[k]` (clipped to [0, 1])."""
     shift = shift or {}
     for k in shift:
         if k not in (2, 3, 4):
             raise ValueError(f"threshold_shift keys must be tiers 2..4, got {k!r}")
-    return np.clip([thresholds[k] + float(shift.get(k, 0.0)) for k in (2, 3, 4)], 0.0, 1.0)
+    return [min(1.0, max(0.0, thresholds[k] + float(shift.get(k, 0.0)))) for k in (2, 3, 4)]
+
+
+def shifted(thresholds: dict[int, float], shift: dict[int, float] | None) -> np.ndarray:
+    return np.asarray(shifted_values(thresholds, shift))
 
 
 def decide(probs, thresholds: dict[int, float], threshold_shift: dict[int, float] | None = None,
            bias: int = 0) -> int:
-    """One request's tier; `bias` moves the result up (+) or down (-) and is clamped to 1..4."""
-    tier = int(decide_many(np.asarray(probs, dtype=np.float64), shifted(thresholds, threshold_shift))[0])
+    """One request's tier; `bias` moves the result up (+) or down (-) and is clamped to 1..4.
+
+    Plain floats, not numpy: on the gateway's hot path numpy's per-call overhead on four
+    numbers cost more than the ONNX inference itself. Sums run from tier 4 down, in the same
+    order as `cumulative`, so both paths agree bit for bit."""
+    th = shifted_values(thresholds, threshold_shift)
+    p = [float(x) for x in probs]
+    tier, tail = 1, 0.0
+    for k in (4, 3, 2):
+        tail += p[k - 1]
+        if tier == 1 and tail >= th[k - 2]:
+            tier = k
     return min(4, max(1, tier + int(bias)))

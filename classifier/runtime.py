@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .decision import DEFAULT_THRESHOLDS, decide, decide_many, shifted
+from .decision import DEFAULT_THRESHOLDS, decide, decide_many, shifted, shifted_values
 from .features import extract
 
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -84,5 +84,4 @@ class ComplexityClassifier:
         return decide(probs, self.thresholds, threshold_shift, bias)
 
     def _effective(self, threshold_shift: dict[int, float] | None) -> dict[int, float]:
-        values = shifted(self.thresholds, threshold_shift)
-        return {k: float(v) for k, v in zip((2, 3, 4), values)}
+        return dict(zip((2, 3, 4), shifted_values(self.thresholds, threshold_shift)))
