@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from classifier.decision import decide, decide_many, shifted
 from classifier.runtime import ComplexityClassifier, Prediction
 
 
@@ -70,3 +71,18 @@ def test_load_from_explicit_dir(shipped):
     from classifier.runtime import PACKAGED_MODEL_DIR
     again = ComplexityClassifier.load(str(PACKAGED_MODEL_DIR))
     assert again.version == shipped.version
+
+
+def test_single_request_decision_matches_the_vectorised_one():
+    """The gateway's float path and the evaluation's numpy path must route identically,
+    including probabilities that sit exactly on a threshold."""
+    rng = np.random.default_rng(0)
+    for i in range(5000):
+        probs = rng.dirichlet(np.ones(4) * rng.uniform(0.1, 3)).astype(np.float32)
+        if i % 5 == 0:  # thresholds exactly at the cumulative probabilities
+            thresholds = {2: float(probs[1:].sum()), 3: float(probs[2:].sum()), 4: float(probs[3])}
+        else:
+            thresholds = {k: float(rng.uniform()) for k in (2, 3, 4)}
+        shift = {3: float(rng.uniform(-0.5, 0.5))} if i % 3 == 0 else None
+        expected = int(decide_many(probs.astype(np.float64)[None, :], shifted(thresholds, shift))[0])
+        assert decide(probs, thresholds, shift) == expected
