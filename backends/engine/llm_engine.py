@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import torch
-from transformers import AutoTokenizer
 
-from ..models import model_dir
+from ..models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
 from .model_runner import ModelRunner, load_model
@@ -27,7 +26,7 @@ class LLMEngine:
         self.config = config
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
             path = model_dir(config.model)
-            tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+            tokenizer = tokenizer or load_tokenizer(path)
             model = load_model(path, getattr(torch, config.dtype))
         quantize_model(model, config)  # in place, once; a no-op without config.quantization
         self.model = model
