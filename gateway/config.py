@@ -190,8 +190,13 @@ def _url(f: _Fields, key: str) -> str:
     if url is None:
         f.fail(key, "is required")
     parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        # the URL shows up in /health, /v1/route, metrics labels and logs: credentials never go there
+        f.fail(key, "must not carry credentials (user:password@); use api_key_env for upstream keys")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         f.fail(key, f"must be an http(s) URL, got {url!r}")
+    if parts.query or parts.fragment:
+        f.fail(key, f"must be a base URL without query or fragment, got {parts.scheme}://{parts.netloc}{parts.path}…")
     return url.rstrip("/")
 
 

@@ -26,6 +26,8 @@ def test_default_config_loads():
     (lambda d: d["tiers"][0].pop("model"), "tiers[0].model"),
     (lambda d: d["tiers"][0].update(level="high"), "tiers[0].level"),
     (lambda d: d["tiers"][1]["workers"][0].update(url="ftp://x"), "tiers[1].workers[0].url"),
+    (lambda d: d["tiers"][1]["workers"][0].update(url="ftp://u:secret@h:1"), "tiers[1].workers[0].url"),
+    (lambda d: d["tiers"][1]["workers"][0].update(url="http://h:1/v1?key=secret"), "tiers[1].workers[0].url"),
     (lambda d: d["tiers"][1].update(workers=[]), "tiers[1].workers"),
     (lambda d: d["tiers"][1].update(name="small"), "tiers[1].name"),
     (lambda d: d.update(aliases={"fast": "nonexistent"}), "aliases.fast"),
@@ -41,6 +43,7 @@ def test_errors_name_the_field(mutate, field):
     with pytest.raises(ConfigError) as err:
         parse_config(doc, "test.yaml")
     assert str(err.value).startswith(f"test.yaml: {field}:")
+    assert "secret" not in str(err.value)  # a credential in a bad URL is not echoed into logs
 
 
 def test_unreadable_or_invalid_yaml_files(tmp_path):
