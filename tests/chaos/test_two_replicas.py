@@ -45,10 +45,10 @@ async def test_rate_limit_is_enforced_across_both_replicas(stack):
         answers = await asyncio.gather(*(chat(session, stack.urls[i % 2], "limited", user(f"q{i}"))
                                          for i in range(3 * LIMIT)))
     statuses = [status for status, _, _ in answers]
+    # each replica got 10 or 11 requests, so per-replica counters would admit 2 * LIMIT: exactly
+    # LIMIT proves one shared counter. Which replica admitted them is up to the OS scheduler.
     assert statuses.count(200) == LIMIT, statuses
     assert statuses.count(429) == 2 * LIMIT, statuses
-    # both replicas admitted some: the limit was one shared counter, not LIMIT per replica
-    assert {i % 2 for i, s in enumerate(statuses) if s == 200} == {0, 1}, statuses
     limited = next(body for status, _, body in answers if status == 429)
     assert limited["error"]["type"] and limited["error"]["code"] == "rate_limit_exceeded"
 

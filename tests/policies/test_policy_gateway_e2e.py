@@ -101,9 +101,8 @@ async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gate
     assert statuses.count(200) == 100 and statuses.count(429) == 400
     refused = [r for r in results if r[0] == 429]
     assert all(r[1]["error"]["code"] == "rate_limit_exceeded" and int(r[2]) >= 1 for r in refused)
-    per_gateway = [sum(r[0] == 200 for r in results[g::2]) for g in (0, 1)]
-    print("answered per gateway process:", per_gateway)
-    assert min(per_gateway) > 0   # both processes admitted some: the limit is shared, not per process
+    # each process got 250 requests, so per-process limits would admit 200: exactly 100 proves one
+    # shared limit (how the 100 split between the processes is up to the OS scheduler)
 
     # /v1/usage (through the other gateway too) equals the usage logs of both processes
     records = read_records(glob.glob(str(log_dir / "*.jsonl")))
