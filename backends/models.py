@@ -7,6 +7,7 @@ folder under the cache directory; loading that folder takes well under a second.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,9 +66,7 @@ def load_tokenizer(path: Path):
     direct build takes ~1.2 s, most of it parsing the 33 MB JSON, and encodes, decodes and
     templates identically (tests/backends/test_tokenizer_loading.py). Folders without
     tokenizer.json (e.g. sentencepiece only) go through AutoTokenizer."""
-    import json
-
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: only when a worker loads
 
     path = Path(path)
     if not (path / "tokenizer.json").exists() or not (path / "tokenizer_config.json").exists():

@@ -35,6 +35,11 @@ def latency_stats(values: list[float]) -> dict:
     return {q: round(percentile(s, int(q[1:])), 5) for q in ("p50", "p95", "p99")}
 
 
+def streamed_ttfts(ok: list[dict]) -> list[float]:
+    """TTFTs of successful answers; only streamed ones have a first token to time."""
+    return [r["ttft"] for r in ok if "ttft" in r]
+
+
 def _ratio(stats: dict) -> float | None:
     return round(stats["p99"] / stats["p50"], 3) if stats["p50"] else None
 
@@ -115,9 +120,8 @@ def summarise(results: list[dict], rate: float, elapsed: float, shed: int) -> di
         for r in rows:
             if r.get("status") != 200:
                 errors[str(r.get("status"))] += 1
-        streamed_ttft = [r["ttft"] for r in ok if "ttft" in r]  # TTFT exists for streamed answers only
-        ttft, e2e = latency_stats(streamed_ttft), latency_stats([r["e2e"] for r in ok])
-        all_ttft += streamed_ttft
+        ttft, e2e = latency_stats(streamed_ttfts(ok)), latency_stats([r["e2e"] for r in ok])
+        all_ttft += streamed_ttfts(ok)
         tiers[tier] = {"requests": len(rows), "ok": len(ok), "errors": dict(errors),
                        "ttft_s": ttft, "tpot_s": latency_stats([r["tpot"] for r in ok if "tpot" in r]), "e2e_s": e2e,
                        "output_tokens_per_s": round(sum(r.get("tokens", 0) for r in ok) / elapsed, 2),

@@ -36,7 +36,7 @@ from collections import Counter
 import aiohttp
 
 from benchmarks import rss
-from benchmarks.open_loop import latency_stats, models_of, send_one
+from benchmarks.open_loop import latency_stats, models_of, send_one, streamed_ttfts
 
 
 def parse_args(argv=None):
@@ -88,7 +88,7 @@ def latency_windows(results: list[dict], start_s: float, end_s: float, n: int) -
         ok = [r for r in rows if r.get("status") == 200]
         windows.append({"from_s": round(lo, 1), "to_s": round(hi, 1), "requests": len(rows),
                         "errors": len(rows) - len(ok),
-                        "ttft_s": latency_stats([r["ttft"] for r in ok if "ttft" in r]),
+                        "ttft_s": latency_stats(streamed_ttfts(ok)),
                         "e2e_s": latency_stats([r["e2e"] for r in ok])})
     return windows
 

@@ -46,17 +46,16 @@ class _JsonErrorHandler(RequestHandler):
 
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
-        if not isinstance(exc, HttpProcessingError) or status >= 500:
-            # escaped every middleware: a gateway bug, so aiohttp's traceback logging stays
-            super().handle_error(request, status, exc, message)
-            error = OpenAIError(status, "internal server error" if status == 500 else f"request failed ({status})")
-        else:
-            if request.writer.output_size > 0:
-                raise ConnectionError("response already started; cannot send the error")
-            level = logging.DEBUG if isinstance(exc, BadHttpMethod) else logging.WARNING  # port scanners, TLS probes
+        if isinstance(exc, HttpProcessingError) and status < 500:
             error = parser_error(exc)
+            level = logging.DEBUG if isinstance(exc, BadHttpMethod) else logging.WARNING  # port scanners, TLS probes
             log.log(level, "refused a malformed HTTP request from %s: %s -> %d", request.remote,
                     type(exc).__name__, error.status)
+        else:  # escaped every middleware: a gateway bug, so its traceback belongs in the log
+            self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+            error = OpenAIError(status, "internal server error" if status == 500 else f"request failed ({status})")
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started; cannot send the error")
         out = error.response()
         out.force_close()
         return out
