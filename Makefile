@@ -9,10 +9,20 @@ STAMP := $(VENV)/.tiergate-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Server processes log lines, not progress bars (transformers reads this through huggingface_hub).
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup models run test bench clean
+.PHONY: setup tools models run test bench clean
 
-setup: $(STAMP) models
+setup: $(STAMP) tools models
+
+# System tools the tests need (tests never install anything): the Prometheus server, from
+# Debian. Instant when present; the package lists are refreshed only when an install fails.
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+tools:
+	@command -v prometheus >/dev/null || $(APT_INSTALL) prometheus >/dev/null \
+		|| { apt-get update -qq && $(APT_INSTALL) prometheus >/dev/null; }
+	@command -v prometheus >/dev/null || { echo "prometheus is missing and could not be installed" >&2; exit 1; }
 
 # torch goes in first and pinned: an unpinned torch would pull GBs of CUDA wheels.
 $(STAMP): pyproject.toml
@@ -25,9 +35,10 @@ $(STAMP): pyproject.toml
 
 models: $(STAMP)
 	$(PY) -m backends.prepare
+	$(PY) -m classifier.embeddings >/dev/null
 
 run: setup
-	$(PY) -m gateway.stack
+	$(PY) -m launcher
 
 test: setup
 	$(PY) -m pytest -q tests

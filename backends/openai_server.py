@@ -8,17 +8,33 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from wire import sse
-from wire.errors import OpenAIError, bad_request, error_middleware, read_json_object
+from webwire.errors import error_middleware, read_json_object
+from wire.errors import OpenAIError, bad_request
 from wire.requests import GenerationParams, parse_chat, parse_completion
 
-from .engine.async_engine import AsyncEngine, Delta
+from .engine.async_engine import AsyncEngine
+from .engine.grammar import GrammarError
 from .engine.llm_engine import RequestTooLargeError
 from .engine.scheduler import QueueFullError
-from .engine.sequence import SamplingParams
+from .models import model_dir
+from .serving.choices import Choice
+from .serving.generation_defaults import read_generation_defaults
+from .serving.prompting import chat_prompt_ids
+from .serving.sampling import engine_sampling, per_choice
+from .serving.streams import merged, open_streams
+from .serving.timing import RequestTimer
+from .serving.tool_grammar import output_grammar, uses_tools
 from .worker_metrics import WorkerMetrics
 
 MAX_BODY_BYTES = 8 << 20
 DEFAULT_MAX_TOKENS = 1024
+
+
+def _model_defaults(engine: AsyncEngine) -> dict:
+    try:
+        return read_generation_defaults(model_dir(engine.engine.config.model))
+    except KeyError:  # a model handed in directly (tests): no generation config on disk
+        return {}
 
 
 class WorkerAPI:
@@ -26,6 +42,7 @@ class WorkerAPI:
         self.engine = engine
         self.model_name = model_name
         self.default_max_tokens = default_max_tokens
+        self.generation_defaults = _model_defaults(engine)
         self.metrics = WorkerMetrics(engine, model_name)
         self.started = int(time.time())
 
@@ -40,7 +57,11 @@ class WorkerAPI:
 
     # -- endpoints ---------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": self.model_name, "object": "model", "created": self.started, "owned_by": "tiergate"}
+        has_chat = bool(getattr(self.engine.tokenizer, "chat_template", None))
+        card = {"id": self.model_name, "object": "model", "created": self.started, "owned_by": "tiergate",
+                "capabilities": {"tools": has_chat, "structured_outputs": True, "logprobs": True, "n": True,
+                                 "embeddings": False, "max_context_tokens": self.engine.engine.max_model_len},
+                "generation_defaults": self.generation_defaults}
         return web.json_response({"object": "list", "data": [card]})
 
     async def health(self, request: web.Request) -> web.Response:
@@ -53,13 +74,11 @@ class WorkerAPI:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         req = parse_chat(await read_json_object(request))
         self._check_model(req.model)
-        tokenizer = self.engine.tokenizer
-        if not getattr(tokenizer, "chat_template", None):
+        if not getattr(self.engine.tokenizer, "chat_template", None):
             raise bad_request(f"model {self.model_name!r} has no chat template; use /v1/completions",
                               param="model", code="chat_not_supported")
-        prompt_ids = tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=True,
-                                                   return_dict=False)
-        return await self._serve(request, list(prompt_ids), req.params, chat=True)
+        grammar = self._grammar(output_grammar, req.params)
+        return await self._serve(request, chat_prompt_ids(self.engine.tokenizer, req), req.params, True, grammar)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         req = parse_completion(await read_json_object(request))
@@ -70,7 +89,7 @@ class WorkerAPI:
         vocab = len(self.engine.tokenizer)
         if any(t >= vocab for t in prompt_ids):
             raise bad_request(f"prompt token ids must be below the vocabulary size {vocab}", param="prompt")
-        return await self._serve(request, prompt_ids, req.params, chat=False)
+        return await self._serve(request, prompt_ids, req.params, False, self._grammar(output_grammar, req.params))
 
     # -- shared generation path -----------------------------------------------------------
     def _check_model(self, model: str) -> None:
@@ -78,115 +97,88 @@ class WorkerAPI:
             raise OpenAIError(404, f"model {model!r} is not served here (this worker serves {self.model_name!r})",
                               param="model", code="model_not_found")
 
-    def _sampling(self, params: GenerationParams, num_prompt_tokens: int) -> SamplingParams:
+    @staticmethod
+    def _grammar(build, params: GenerationParams) -> str | None:
+        try:
+            return build(params)
+        except ValueError as exc:  # llguidance refuses the schema as given
+            raise bad_request(f"cannot compile the requested format: {exc}", param=_format_param(params)) from None
+
+    def _max_tokens(self, params: GenerationParams, num_prompt_tokens: int) -> int:
         room = self.engine.engine.max_model_len - num_prompt_tokens
         if room <= 0:
             raise bad_request(f"prompt of {num_prompt_tokens} tokens exceeds the context window of "
                               f"{self.engine.engine.max_model_len} tokens", param="messages", code="context_length_exceeded")
-        max_tokens = params.max_tokens or min(self.default_max_tokens, room)
-        return SamplingParams(max_tokens=max_tokens, temperature=params.temperature, top_p=params.top_p,
-                              top_k=params.top_k, seed=params.seed, stop_token_ids=params.stop_token_ids,
-                              ignore_eos=params.ignore_eos)
+        default = self.generation_defaults.get("max_tokens", self.default_max_tokens)
+        return params.max_tokens or min(default, room)
 
-    async def _serve(self, request: web.Request, prompt_ids: list[int], params: GenerationParams, chat: bool):
-        timer = _RequestTimer(self.metrics, time.monotonic())
-        sampling = self._sampling(params, len(prompt_ids))
-        stream = self.engine.generate(prompt_ids, sampling, stop=params.stop)
+    async def _serve(self, request: web.Request, prompt_ids: list[int], params: GenerationParams, chat: bool,
+                     grammar: str | None):
+        timer = RequestTimer(self.metrics)
+        sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar)
+        opened = []
         try:
-            return await self._respond(request, stream, params, chat, timer)
+            opened = await open_streams(self.engine, prompt_ids, per_choice(sampling, params.n), params.stop)
+            choices = [Choice(i, chat, chat and uses_tools(params), self.engine.tokenizer, params.surface.logprobs)
+                       for i in range(params.n)]
+            respond = self._stream if params.stream else self._whole
+            return await respond(request, opened, choices, params, chat, timer)
         except RequestTooLargeError as exc:
             raise bad_request(str(exc), param="max_tokens", code="context_length_exceeded") from None
+        except GrammarError as exc:
+            raise bad_request(str(exc), param=_format_param(params)) from None
         except QueueFullError as exc:
             raise OpenAIError(503, str(exc), code="overloaded", headers={"Retry-After": "1"}) from None
         finally:
             if not timer.finished:  # the client went away (or the engine failed) before the end
                 self.metrics.requests.labels(self.model_name, "abort").inc()
-            await stream.aclose()  # aborts the sequence and frees its blocks
+            for _, stream in opened:
+                await stream.aclose()  # aborts the sequence and frees its blocks
 
-    async def _respond(self, request, stream, params: GenerationParams, chat: bool, timer):
-        first = await anext(stream)
-        response_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        if params.stream:
-            return await self._stream(request, stream, first, response_id, chat, params.include_usage, timer)
-        text, last = [], first
-        async for delta in _chain(first, stream):
+    def _envelope(self, response_id: str, chat: bool, streamed: bool) -> dict:
+        kind = ("chat.completion.chunk" if streamed else "chat.completion") if chat else "text_completion"
+        return {"id": response_id, "object": kind, "created": int(time.time()), "model": self.model_name}
+
+    @staticmethod
+    def _usage(choices: list[Choice]) -> dict:
+        first = choices[0].last
+        completion = sum(c.num_output_tokens for c in choices)
+        return {"prompt_tokens": first.num_prompt_tokens, "completion_tokens": completion,
+                "total_tokens": first.num_prompt_tokens + completion,
+                "prompt_tokens_details": {"cached_tokens": first.num_cached_tokens}}
+
+    def _finish(self, timer: RequestTimer, choices: list[Choice]) -> None:
+        usage = self._usage(choices)
+        timer.finish(usage["prompt_tokens"], usage["completion_tokens"], choices[0].finish_reason)
+
+    async def _whole(self, request, opened, choices: list[Choice], params, chat: bool, timer):
+        async for index, delta in merged(opened):
             timer.token()
-            text.append(delta.text)
-            last = delta
-        timer.finish(last)
-        choice = {"index": 0, "finish_reason": last.finish_reason}
-        if chat:
-            choice["message"] = {"role": "assistant", "content": "".join(text)}
-        else:
-            choice.update(text="".join(text), logprobs=None)
-        return web.json_response({"id": response_id, "object": "chat.completion" if chat else "text_completion",
-                                  "created": int(time.time()), "model": self.model_name,
-                                  "choices": [choice], "usage": _usage(last)})
+            choices[index].add(delta)
+        self._finish(timer, choices)
+        body = self._envelope(("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, chat, False)
+        return web.json_response({**body, "choices": [c.whole() for c in choices], "usage": self._usage(choices)})
 
-    async def _stream(self, request, stream, first: Delta, response_id: str, chat: bool, include_usage: bool, timer):
+    async def _stream(self, request, opened, choices: list[Choice], params, chat: bool, timer):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        created = int(time.time())
-        kind = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(text: str | None, finish_reason: str | None, role: bool = False) -> bytes:
-            if chat:
-                delta = {"role": "assistant", "content": ""} if role else ({"content": text} if text else {})
-                choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
-            else:
-                choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason}
-            return sse.event({"id": response_id, "object": kind, "created": created, "model": self.model_name,
-                              "choices": [choice]})
-
+        envelope = self._envelope(("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, chat, True)
         if chat:
-            await response.write(chunk(None, None, role=True))
-        last = first
-        async for delta in _chain(first, stream):
+            await response.write(sse.event({**envelope, "choices": [
+                {"index": c.index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                 "finish_reason": None} for c in choices]}))
+        async for index, delta in merged(opened):
             timer.token()
-            last = delta
-            if delta.text or delta.finished:
-                await response.write(chunk(delta.text, delta.finish_reason if delta.finished else None))
-        timer.finish(last)
-        if include_usage:
-            await response.write(sse.event({"id": response_id, "object": kind, "created": created,
-                                            "model": self.model_name, "choices": [], "usage": _usage(last)}))
+            choice = choices[index].chunk(delta)
+            if choice is not None:
+                await response.write(sse.event({**envelope, "choices": [choice]}))
+        self._finish(timer, choices)
+        if params.include_usage:
+            await response.write(sse.event({**envelope, "choices": [], "usage": self._usage(choices)}))
         await response.write(sse.DONE)
         await response.write_eof()
         return response
 
 
-class _RequestTimer:
-    """TTFT / inter-token / end-to-end latency of one request, into the histograms."""
-
-    def __init__(self, metrics: WorkerMetrics, start: float):
-        self.metrics, self.start, self.last = metrics, start, None
-        self.finished = False
-
-    def token(self) -> None:
-        now = time.monotonic()
-        if self.last is None:
-            self.metrics.ttft.labels(self.metrics.model).observe(now - self.start)
-        else:
-            self.metrics.itl.labels(self.metrics.model).observe(now - self.last)
-        self.last = now
-
-    def finish(self, last: Delta) -> None:
-        self.finished = True
-        m = self.metrics
-        m.e2e.labels(m.model).observe(time.monotonic() - self.start)
-        m.prompt_tokens.labels(m.model).inc(last.num_prompt_tokens)
-        m.generation_tokens.labels(m.model).inc(last.num_output_tokens)
-        m.requests.labels(m.model, last.finish_reason or "unknown").inc()
-
-
-async def _chain(first: Delta, rest):
-    yield first
-    if not first.finished:
-        async for delta in rest:
-            yield delta
-
-
-def _usage(last: Delta) -> dict:
-    return {"prompt_tokens": last.num_prompt_tokens, "completion_tokens": last.num_output_tokens,
-            "total_tokens": last.num_prompt_tokens + last.num_output_tokens,
-            "prompt_tokens_details": {"cached_tokens": last.num_cached_tokens}}
+def _format_param(params: GenerationParams) -> str:
+    return "tools" if params.tools and params.tool_choice.mode != "none" else "response_format"

@@ -1,5 +1,6 @@
 """`python -m backends.prepare [NAME...]`: convert the bundled GGUF models once into
-safetensors folders. Idempotent: a prepared model is skipped at once."""
+safetensors folders, and keep the GGUF's own Q4_1 blocks beside them for the int4 tier
+(backends/gguf_blocks.py). Idempotent: a prepared model is skipped at once."""
 from __future__ import annotations
 
 import argparse
@@ -13,19 +14,31 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from .gguf_blocks import Q4_1_FILE, extract_q4_1  # noqa: E402
 from .models import BUNDLED, model_dir  # noqa: E402
 
 DONE_MARKER = ".prepared"
+Q4_1_MODELS = {"smollm2-135m"}  # GGUFs whose linear layers ship as Q4_1 (Gemma's are Q4_K/Q6_K)
 
 
 def is_prepared(name: str) -> bool:
-    return (model_dir(name) / DONE_MARKER).exists()
+    folder = model_dir(name)
+    return (folder / DONE_MARKER).exists() and (name not in Q4_1_MODELS or (folder / Q4_1_FILE).exists())
 
 
 def prepare(name: str) -> Path:
     out = model_dir(name)
-    if is_prepared(name):
-        return out
+    if not (out / DONE_MARKER).exists():
+        convert(name)
+    if name in Q4_1_MODELS and not (out / Q4_1_FILE).exists():
+        with tempfile.TemporaryDirectory() as scratch:
+            count = extract_q4_1(BUNDLED[name].locate_gguf(Path(scratch)), out)
+        print(f"[prepare] {name}: kept the GGUF's Q4_1 blocks of {count} layers for --quantization int4", flush=True)
+    return out
+
+
+def convert(name: str) -> Path:
+    out = model_dir(name)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import threading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,6 +24,8 @@ def build_app(engine_config: EngineConfig, served_name: str | None = None, defau
               engine: LLMEngine | None = None) -> tuple[web.Application, AsyncEngine]:
     engine = engine or LLMEngine(engine_config)
     async_engine = AsyncEngine(engine)
+    if engine.grammars is not None:  # build the grammar tokenizer view now, off the event loop, not on a first request
+        threading.Thread(target=engine.grammars.ll_tokenizer, name="grammar-warmup", daemon=True).start()
     api = WorkerAPI(async_engine, served_name or engine_config.model, default_max_tokens)
     app = api.app()
 
@@ -36,6 +39,10 @@ def build_app(engine_config: EngineConfig, served_name: str | None = None, defau
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True, help="bundled model name (see `python -m backends.prepare`) or folder")
+    parser.add_argument("--task", choices=["generate", "embed"], default="generate",
+                        help="generate (chat/completions) or embed (/v1/embeddings; --model minilm)")
+    parser.add_argument("--max-queued-inputs", type=int, default=4096,
+                        help="--task embed: inputs waiting beyond this get 503")
     parser.add_argument("--served-name", help="model name clients use (default: --model)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8101)
@@ -61,6 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.task == "embed":
+        from .embed_server import build_embed_app  # batches inputs of concurrent requests (max-num-seqs a batch)
+
+        app = build_embed_app(args.model, args.served_name, args.max_num_seqs, args.max_queued_inputs)
+        log.info("embeddings worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
+        web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
+        return
     config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
                           max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                           max_waiting=args.max_waiting, max_model_len=args.max_model_len,

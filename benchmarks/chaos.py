@@ -18,20 +18,10 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-SCALE_ENV = "TIERGATE_CHAOS_SCALE"
-FUZZ_PROFILE_ENV = "TIERGATE_FUZZ_PROFILE"
+from measure.scale import FUZZ_PROFILE_ENV, SCALE_ENV
+
 SUITES = ["tests/chaos", "tests/fuzz"]
 ROOT = Path(__file__).parents[1]
-
-
-def chaos_scale() -> int:
-    """How many times more load the chaos tests put on (1 in `make test`)."""
-    return max(1, int(os.environ.get(SCALE_ENV, "1")))
-
-
-def fuzz_profile() -> str:
-    """The Hypothesis profile the fuzz tests run under (registered in tests/fuzz/conftest.py)."""
-    return os.environ.get(FUZZ_PROFILE_ENV, "tiergate-fuzz")
 
 
 def _counts(junit: Path) -> dict:

@@ -1,11 +1,13 @@
-"""Engine throughput and latency against Hugging Face static batching and transformers'
-continuous batching, on one Poisson workload, in one run.
+"""Engine throughput and latency against llama.cpp's server and Hugging Face static batching,
+on one Poisson workload, in one run.
 
 `python -m benchmarks.engine [--requests 64 --rate 4 --seed 0 --static-batch 16]` builds a
 seeded workload on SmolLM2-135M (prompts of 20-600 tokens of real text, outputs of 16-256
 tokens, EOS ignored so every system generates exactly the requested lengths, Poisson
 arrivals), replays the same arrival schedule through (a) our engine, (b) HF `generate` with
-padded static batches, (c) transformers' continuous batching manager, and prints one JSON
+padded static batches, (c) llama.cpp's `llama-server` on the same model's Q4_1 GGUF
+(benchmarks/engine_llamacpp_peer.py; built once, see benchmarks/llamacpp_build.py), and
+prints one JSON
 object as its last stdout line: output tokens/s, TTFT and inter-token latency p50/p99 for
 each, engine/peer ratios, and the engine's achieved FLOP/s as a fraction of a measured fp32
 GEMM peak. Progress goes to stderr. Timings on a shared 2-core machine are noisy: compare
@@ -32,8 +34,9 @@ from transformers import AutoTokenizer  # noqa: E402
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
 from backends.models import model_dir  # noqa: E402
-from benchmarks.engine_peers import run_hf_cb, run_hf_static, sleep_until  # noqa: E402
-from benchmarks.load import percentile  # noqa: E402
+from benchmarks.engine_llamacpp_peer import run_llamacpp  # noqa: E402
+from benchmarks.engine_peers import run_hf_static, sleep_until  # noqa: E402
+from measure.stats import percentile  # noqa: E402
 
 MODEL = "smollm2-135m"
 SENTENCES = [
@@ -207,12 +210,11 @@ def main() -> None:
         result["hf_static"] = run_peer("hf_static", lambda: run_hf_static(
             path, prompts, out_lens, arrivals, args.static_batch, pad_id, log, args.peer_limit), arrivals, out_lens)
         log(f"hf_static: {result['hf_static']}")
-        result["hf_cb"] = run_peer("hf_cb", lambda: run_hf_cb(path, prompts, out_lens, arrivals, log,
-                                                                  args.peer_limit),
-                                   arrivals, out_lens)
-        log(f"hf_cb: {result['hf_cb']}")
+        result["llamacpp"] = run_peer("llamacpp", lambda: run_llamacpp(MODEL, prompts, out_lens, arrivals, log,
+                                                                       args.peer_limit), arrivals, out_lens)
+        log(f"llamacpp: {result['llamacpp']}")
         result["ratio_vs_hf_static"] = ratio(result["engine"], result["hf_static"])
-        result["ratio_vs_hf_cb"] = ratio(result["engine"], result["hf_cb"])
+        result["ratio_vs_llamacpp"] = ratio(result["engine"], result["llamacpp"])
     result["gemm_peak_fraction"] = round(work["flops"] / work["busy_s"] / peak, 4)
     result["gemm_peak_fraction_wall"] = round(work["flops"] / wall / peak, 4)
     result["gemm_peak_gflops"] = round(peak / 1e9, 1)
@@ -224,7 +226,7 @@ def main() -> None:
     result["notes"] = ("TTFT from scheduled arrival; tokens_per_s = output tokens / (last token - first arrival); "
                        "gemm_peak_fraction = engine matmul FLOPs (non-embedding weights per computed token + LM head "
                        "per sampled token, attention excluded) / time inside engine.step() / best fp32 2048^3 torch.mm; "
-                       "_wall uses the engine's whole elapsed time; hf_cb streams (streaming=True) with record_timestamps for per-token times; a peer cut off at --peer-limit is summarized from what it produced by then (see its partial field)")
+                       "_wall uses the engine's whole elapsed time; llamacpp times each streamed token at the client (HTTP included, unlike the in-process runs); a peer cut off at --peer-limit is summarized from what it produced by then (see its partial field)")
     result["total_runtime_s"] = round(time.perf_counter() - began, 1)
     print(json.dumps(result))
 

@@ -1,4 +1,4 @@
-"""The two Hugging Face peers of `benchmarks.engine`, driven by the same arrival schedule.
+"""The Hugging Face peer of `benchmarks.engine`, driven by the same arrival schedule.
 
 Each runner takes the workload (prompt ids, output lengths, arrival offsets in seconds) and
 returns, per request, the perf_counter time of every output token; the caller turns that into
@@ -7,8 +7,8 @@ TTFT / inter-token latency / throughput exactly as it does for our engine.
   request that has arrived (up to `batch_size`) is left-padded into one batch and run to the
   longest requested length; a request's tokens are the batch's step times for its first n_i
   tokens (the rest is the waste static batching pays for).
-- `run_hf_cb`: transformers' own continuous batching manager (`init_continuous_batching`),
-  requests added at their arrival times, per-token times from its `record_timestamps`.
+transformers' own continuous batching was dropped as a peer: on CPU it made 85 tokens in
+150 s, so a ratio against it said nothing; llama.cpp (engine_llamacpp_peer.py) replaced it.
 """
 from __future__ import annotations
 
@@ -102,53 +102,3 @@ def run_hf_static(path, prompts, out_lens, arrivals, batch_size: int, pad_id: in
             f"{sum(1 for t in times if t)}/{n} requests started")
     cut = any(len(t) < m for t, m in zip(times, out_lens))
     return start, times, (deadline if cut else None)
-
-
-def run_hf_cb(path, prompts, out_lens, arrivals, log, limit_s: float):
-    from transformers import GenerationConfig
-
-    model = load_sdpa_model(path)
-    config = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(out_lens))
-    # transformers' own defaults: workload hints made it size a ~10 GB cache here and crawl.
-    manager = model.init_continuous_batching(generation_config=config)
-    manager.warmup()
-    manager.start()
-    n = len(prompts)
-    times: list[list[float]] = [[] for _ in range(n)]
-    index_of: dict[str, int] = {}
-    try:
-        warm_id = manager.add_request(prompts[0][:32], max_new_tokens=4, eos_token_id=-1)
-        while (result := manager.get_result(timeout=60)) is None or result.request_id != warm_id \
-                or not result.is_finished():
-            if result is None:
-                raise RuntimeError("continuous batching warm-up produced nothing in 60 s")
-        finished = next_arrival = 0
-        start = time.perf_counter()
-        deadline = start + limit_s
-        while finished < n and time.perf_counter() < deadline:
-            now = time.perf_counter()
-            while next_arrival < n and start + arrivals[next_arrival] <= now:
-                request_id = manager.add_request(prompts[next_arrival], max_new_tokens=out_lens[next_arrival],
-                                                 record_timestamps=True, eos_token_id=-1,
-                                                 streaming=True)
-                index_of[request_id] = next_arrival
-                next_arrival += 1
-            wait = start + arrivals[next_arrival] - now if next_arrival < n else deadline - now
-            result = manager.get_result(timeout=max(0.001, min(wait, 5.0)))
-            if result is None:
-                if not manager.is_running():
-                    raise RuntimeError("continuous batching thread stopped")
-                continue
-            if result.error is not None:
-                raise RuntimeError(f"continuous batching request failed: {result.error}")
-            if result.request_id not in index_of:
-                continue
-            times[index_of[result.request_id]] = list(result.timestamps or [])  # streamed: all so far
-            if result.is_finished():
-                finished += 1
-                if finished % 16 == 0:
-                    log(f"hf_cb: {finished}/{n} requests finished at {time.perf_counter() - start:.1f}s")
-    finally:
-        manager.stop(block=True, timeout=10)
-        manager.destroy()
-    return start, times, (deadline if finished < n else None)

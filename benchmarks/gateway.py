@@ -5,6 +5,7 @@ one gateway process in front of it (classification on: model "auto"), then, in o
 - added latency: the same request sent alternately to the upstream directly and through the
   gateway, one at a time; added = p50/p99 of (gateway) minus the same percentile of (direct);
 - streamed TTFT added: the same, for the time to the first content chunk of a stream;
+- the same added latency for /v1/embeddings and for streamed /v1/messages (gateway_dropin.py);
 - requests/s of the gateway process at saturation (wrk when installed, else an aiohttp loop).
 With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
 measured the same way on the same upstream. Prints one JSON object as its last line.
@@ -16,32 +17,23 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 
+from benchmarks.gateway_dropin import dropin_latency
 from benchmarks.gateway_peers import start_litellm
-from benchmarks.load import closed_loop_rps, percentile, wrk_rps
+from benchmarks.load import closed_loop_rps, wrk_rps
+from launcher import commands
+from launcher.group import ProcessGroup
+from launcher.processes import free_port
+from measure.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 BODY = {"model": "auto", "max_tokens": 8,
         "messages": [{"role": "user", "content": "What is the capital of France? Answer in one word."}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn(args: list[str], **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
 
 
 async def wait_http(session: aiohttp.ClientSession, url: str, timeout_s: float = 120) -> None:
@@ -107,21 +99,20 @@ def gateway_config(upstream: str, path: Path) -> None:
     path.write_text(json.dumps({  # JSON is YAML
         "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]}],
+        "embeddings": [{"name": "bench-embed", "level": 1, "model": "bench-embed-model",
+                        "price_per_mtok": {"input": 0.02, "output": 0.0}, "workers": [{"url": upstream}]}],
         "health": {"interval_s": 5.0}}))
 
 
 async def run(args) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("TIERGATE_REDIS_URL", None)
     up_port, gw_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}"
-    procs = [spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(up_port), "--chunks", "8"],
-                   env=env)]
     tmp = Path(tempfile.mkdtemp(prefix="tiergate-bench-"))
+    group = ProcessGroup()
     try:
+        group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "8"))
         gateway_config(upstream, tmp / "gateway.yaml")
-        procs.append(spawn([sys.executable, "-m", "gateway", "--config", str(tmp / "gateway.yaml"),
-                            "--host", "127.0.0.1", "--port", str(gw_port), "--workers", "1"], env=env))
+        group.spawn("gateway", commands.gateway_processes(tmp / "gateway.yaml", gw_port, workers=1))
         connector = aiohttp.TCPConnector(limit=16)
         async with aiohttp.ClientSession(connector=connector) as session:
             await wait_http(session, upstream + "/health")
@@ -131,25 +122,22 @@ async def run(args) -> dict:
             # the same without classification, to show what the classifier costs
             result["explicit_tier"] = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {},
                                                     args.n // 2, args.seconds / 2, model="bench")
+            # /v1/embeddings and streamed /v1/messages (benchmarks/gateway_dropin.py)
+            result["dropin"] = await dropin_latency(one_call, session, upstream, f"http://127.0.0.1:{gw_port}", {},
+                                                    max(args.n // 4, 50), BODY)
             result["upstream_alone_rps"] = round(wrk_rps(upstream + "/v1/chat/completions", json.dumps(
                 dict(BODY, model="bench-model")), {}, args.seconds / 2), 1) if shutil.which("wrk") else None
             if args.peer == "litellm":
                 peer_port = free_port()
                 peer, headers = start_litellm(upstream, peer_port, tmp, ROOT)
-                procs.append(peer)
+                group.procs.append(peer)
                 await wait_http(session, f"http://127.0.0.1:{peer_port}/health/liveliness", timeout_s=240)
                 result["litellm"] = await measure(session, upstream, f"http://127.0.0.1:{peer_port}", headers,
                                                   args.n, args.seconds)
                 ours, theirs = result["added_ms_p50"], result["litellm"]["added_ms_p50"]
                 result["litellm_added_p50_ratio"] = round(theirs / ours, 1) if ours > 0 else None
     finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        group.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return result
 

@@ -11,11 +11,6 @@ import time
 import aiohttp
 
 
-def percentile(sorted_values: list[float], q: float) -> float:
-    index = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
-    return sorted_values[index]
-
-
 def wrk_rps(url: str, body: str, headers: dict, seconds: float, connections: int = 64) -> float:
     """Requests/s from wrk (1 thread: the gateway gets the other core), non-2xx counted as failure."""
     lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(body)}",

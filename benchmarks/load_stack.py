@@ -3,22 +3,18 @@
 on loopback and the shared Redis under a unique prefix (deleted on stop)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 
-import redis
 import yaml
 
+from launcher import commands
+from launcher.group import ProcessGroup
+from launcher.processes import SHARED_REDIS, delete_prefix, free_port
 from policies.keys import hash_key
-from .processes import SHARED_REDIS, delete_prefix, free_port, stop_processes, wait_for_port
 
-ROOT = Path(__file__).parents[1]
 TIERS = [("small", 1, 0.1, 0.2), ("medium", 2, 0.5, 1.5), ("large", 3, 2.5, 10.0), ("expert", 4, 10.0, 30.0)]
-
-
 
 
 class SelfContainedStack:
@@ -26,15 +22,15 @@ class SelfContainedStack:
         self.chunks, self.chunk_delay_s = chunks, chunk_delay_s
         self.prefix = f"tgload:{uuid.uuid4().hex[:10]}:"
         self.keys = [f"sk-load-{name}-{uuid.uuid4().hex}" for name in ("alpha", "beta")]
-        self.procs: list[subprocess.Popen] = []
         self.tmp = tempfile.TemporaryDirectory(prefix="tiergate-load-")
+        self.group = ProcessGroup(Path(self.tmp.name))
 
     def start(self) -> str:
         ports, tiers = [], []
         for name, level, price_in, price_out in TIERS:
             port = free_port()
-            self._spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(port),
-                         "--chunks", str(self.chunks), "--chunk-delay", str(self.chunk_delay_s)])
+            self.group.spawn(f"upstream-{name}", commands.fake_upstream(port, "--chunks", str(self.chunks),
+                                                                        "--chunk-delay", str(self.chunk_delay_s)))
             ports.append(port)
             tiers.append({"name": name, "level": level, "model": f"fake-{name}",
                           "price_per_mtok": {"input": price_in, "output": price_out},
@@ -47,16 +43,16 @@ class SelfContainedStack:
         config = Path(self.tmp.name) / "tiergate.yaml"
         config.write_text(yaml.safe_dump(doc))
         port = free_port()
-        self._spawn([sys.executable, "-m", "gateway.serve", "--config", str(config), "--host", "127.0.0.1",
-                     "--port", str(port)])
+        self.group.spawn("gateway", commands.gateway_serve(config, port))
         for p in ports + [port]:
-            wait_for_port(p, self.procs)
+            self.group.wait_port(p)
         return f"http://127.0.0.1:{port}"
 
-    def _spawn(self, command: list[str]) -> None:
-        self.procs.append(subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    @property
+    def procs(self):
+        return self.group.procs
 
     def stop(self) -> None:
-        stop_processes(self.procs)
+        self.group.stop()
         delete_prefix(self.prefix)
         self.tmp.cleanup()

@@ -1,5 +1,5 @@
 """The real local stack for benchmarks, started exactly as `make run` starts it:
-`python -m gateway.stack --config C --port P --prometheus off` (real workers, embedded Redis,
+`python -m launcher --config C --port P --prometheus off` (real workers, embedded Redis,
 the gateway's processes), on a free gateway port. It runs in a temporary directory, so its
 embedded Redis and usage logs never mix with those of a `make run` from the checkout."""
 from __future__ import annotations
@@ -14,9 +14,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gateway.config import load_config
-from gateway.stack import local_workers, wait_healthy
-
-from .processes import free_port
+from launcher.processes import free_port, wait_healthy
+from launcher.workers import local_workers
 
 ROOT = Path(__file__).parents[1]
 
@@ -48,7 +47,7 @@ class LocalStack:
         port = free_port()
         env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gateway.stack", "--config", self.config,
+            self.proc = subprocess.Popen([sys.executable, "-m", "launcher", "--config", self.config,
                                           "--port", str(port), "--prometheus", "off"],
                                          cwd=self.tmp.name, env=env, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
-import sys
 import tempfile
 import time
 import uuid
@@ -22,8 +20,11 @@ import aiohttp
 import redis
 import yaml
 
-from benchmarks.gateway import free_port, spawn, wait_http
-from benchmarks.load import percentile
+from benchmarks.gateway import wait_http
+from launcher import commands
+from launcher.group import ProcessGroup
+from launcher.processes import free_port
+from measure.stats import percentile
 
 BODY = {"model": "small", "max_tokens": 16,
         "messages": [{"role": "user", "content": "Give me three tips for writing clear emails."}]}
@@ -62,17 +63,15 @@ def _summary(latencies: list[float]) -> dict:
 async def run(args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="tiergate-quality-bench-"))
     prefix = f"tgbench-quality:{uuid.uuid4().hex[:8]}:"
-    procs = []
+    group = ProcessGroup()
     try:
         fake_port = free_port()
-        procs.append(spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(fake_port),
-                            "--chunks", "16", "--delay", str(args.delay)]))
+        group.spawn("upstream", commands.fake_upstream(fake_port, "--chunks", "16", "--delay", str(args.delay)))
         urls = {}
         for mode, rate in (("off", 0.0), ("on", args.rate)):
             _config(f"http://127.0.0.1:{fake_port}", args.redis_url, prefix + mode + ":", rate, tmp / f"{mode}.yaml")
             port = free_port()
-            procs.append(spawn([sys.executable, "-m", "gateway.serve", "--config", str(tmp / f"{mode}.yaml"),
-                                "--host", "127.0.0.1", "--port", str(port)]))
+            group.spawn(f"gateway-{mode}", commands.gateway_serve(tmp / f"{mode}.yaml", port))
             urls[mode] = f"http://127.0.0.1:{port}"
         connector = aiohttp.TCPConnector(limit=args.concurrency * 2)
         async with aiohttp.ClientSession(connector=connector) as session:
@@ -95,13 +94,7 @@ async def run(args) -> dict:
                 "monitor_counts": quality["local_counts"],
                 "mean_similarity": quality["tiers"]["small"]["recent"]["mean_similarity"]}
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except Exception:
-                proc.kill()
+        group.stop()
         client = redis.Redis.from_url(args.redis_url)
         keys = list(client.scan_iter(match=prefix + "*", count=500))
         if keys:

@@ -25,9 +25,7 @@ backends/engine/quantize.py (group 32, LM head quantized).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import math
 import os
 import subprocess
 import sys
@@ -36,6 +34,8 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from measure.agreement import perplexity, teacher_forced_agreement  # noqa: E402
 
 MODEL = "smollm2-135m"
 CONFIGS = {  # name -> (method, int4 group size, quantize the LM head)
@@ -76,39 +76,6 @@ def weight_bytes(model) -> int:
             seen.add(tensor.data_ptr())
             total += tensor.numel() * tensor.element_size()
     return total
-
-
-@contextlib.contextmanager
-def stock_attention(model):
-    """Run the engine's model through a plain HF forward (sdpa) instead of the paged cache."""
-    from backends.engine.model_runner import ATTN_IMPLEMENTATION
-
-    model.set_attn_implementation("sdpa")
-    try:
-        yield model
-    finally:
-        model.set_attn_implementation(ATTN_IMPLEMENTATION)
-
-
-def perplexity(model, ids: list[int]) -> float:
-    import torch
-
-    with stock_attention(model), torch.inference_mode():
-        logits = model(torch.tensor([ids])).logits[0, :-1].float()
-    return math.exp(torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:])).item())
-
-
-def teacher_forced_agreement(model, prompts: list[list[int]], reference: list[list[int]]) -> float:
-    """Share of positions on the reference (fp32 greedy) path where the model's argmax is the
-    reference token: per-step quality, without one near-tie changing every later context."""
-    import torch
-
-    same = 0
-    with stock_attention(model), torch.inference_mode():
-        for prompt, out in zip(prompts, reference):
-            logits = model(torch.tensor([prompt + out])).logits[0, len(prompt) - 1:-1]
-            same += (logits.argmax(-1) == torch.tensor(out)).sum().item()
-    return same / sum(map(len, reference))
 
 
 def measure(name: str, rounds: int, reference_file: str | None) -> dict:

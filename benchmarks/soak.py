@@ -35,8 +35,9 @@ from collections import Counter
 
 import aiohttp
 
-from benchmarks import rss
-from benchmarks.open_loop import latency_stats, models_of, send_one, streamed_ttfts
+from measure import rss
+from measure.open_loop import models_of, send_one
+from measure.stats import drift, latency_windows
 
 
 def parse_args(argv=None):
@@ -66,31 +67,6 @@ def parse_args(argv=None):
     if not 0 <= args.warmup_minutes < args.minutes:
         p.error("--warmup-minutes must be below --minutes")
     return args
-
-
-def drift(windows: list[dict]) -> dict:
-    """Last window's percentile over the first's, per metric; None where either is missing."""
-    out = {}
-    for metric in ("ttft_s", "e2e_s"):
-        for q in ("p50", "p99"):
-            first, last = windows[0][metric][q], windows[-1][metric][q]
-            out[f"{metric[:-2]}_{q}"] = round(last / first, 3) if first and last is not None else None
-    return out
-
-
-def latency_windows(results: list[dict], start_s: float, end_s: float, n: int) -> list[dict]:
-    """Requests by start time into n equal windows of [start_s, end_s): counts and percentiles."""
-    width = (end_s - start_s) / n
-    windows = []
-    for i in range(n):
-        lo, hi = start_s + i * width, start_s + (i + 1) * width
-        rows = [r for r in results if lo <= r["t"] < hi]
-        ok = [r for r in rows if r.get("status") == 200]
-        windows.append({"from_s": round(lo, 1), "to_s": round(hi, 1), "requests": len(rows),
-                        "errors": len(rows) - len(ok),
-                        "ttft_s": latency_stats(streamed_ttfts(ok)),
-                        "e2e_s": latency_stats([r["e2e"] for r in ok])})
-    return windows
 
 
 class Soak:

@@ -26,7 +26,7 @@ def _rows_for(data: str | None) -> dict[str, list[dict]]:
 
 def cmd_train(args) -> dict:
     from .pipeline import train
-    return train(args.data, args.out, args.feedback, progress, args.config)
+    return train(args.data, args.out, args.feedback, progress, args.config, args.outcomes)
 
 
 def cmd_evaluate(args) -> dict:
@@ -55,9 +55,12 @@ def cmd_calibrate(args) -> dict:
 def cmd_predict(args) -> dict:
     from .runtime import ComplexityClassifier
     clf = ComplexityClassifier.load(args.model)
-    if args.data:
+    if args.data:  # one JSON line per request, in input order
         requests = read_jsonl(args.data, need_label=False)
-    elif args.messages:
+        for p in clf.predict_many(requests):
+            print(json.dumps({"tier": p.tier, "scores": [round(x, 6) for x in p.probs]}))
+        return None
+    if args.messages:
         requests = [{"messages": json.loads(args.messages)}]
     else:
         requests = [{"prompt": args.prompt if args.prompt is not None else sys.stdin.read()}]
@@ -75,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="folder with train/validation/test/heldout.jsonl, or one JSONL file")
     p.add_argument("--out", default=default_model, help="model folder to write")
     p.add_argument("--feedback", nargs="*", default=[], help="extra labelled JSONL files added to training")
+    p.add_argument("--outcomes", action="append", default=[],
+                   help="outcome JSONL (request + {\"outcomes\": {level: true|false}}); repeatable")
     p.set_defaults(run=cmd_train)
 
     p = sub.add_parser("evaluate", help="metrics and routing economics on labelled data")
@@ -97,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--prompt")
     group.add_argument("--messages", help="JSON list of {role, content}")
-    group.add_argument("--data", help="JSONL of requests")
+    group.add_argument("--data", help="JSONL of requests: prints one {tier, scores} line per request")
     p.set_defaults(run=cmd_predict)
 
     from .feedback import add_parser as add_export_feedback
@@ -115,5 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result))
+    if result is not None:
+        print(json.dumps(result))
     return 0

@@ -9,6 +9,9 @@ folder; serving needs only onnxruntime + tokenizers.
 from __future__ import annotations
 
 import importlib.resources
+import os
+import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +25,9 @@ def model_source() -> Path:
 
 
 def export_onnx(out: Path = CACHE_DIR) -> Path:
-    """Export MiniLM's encoder to ONNX once; later calls reuse the file."""
+    """Export MiniLM's encoder to ONNX once (`make setup` does it); later calls reuse the file.
+    Written to a temporary file and renamed, so processes starting together never read half
+    a model; the tracer's warnings are about shapes we declare dynamic, so they are muted."""
     target = out / "minilm.onnx"
     if target.exists():
         return target
@@ -43,10 +48,20 @@ def export_onnx(out: Path = CACHE_DIR) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     ids = torch.ones(1, 8, dtype=torch.long)
     axes = {0: "batch", 1: "seq"}
-    torch.onnx.export(Encoder(encoder), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(target),
-                      input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["hidden"],
-                      dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "hidden": axes},
-                      opset_version=17, dynamo=False)
+    fd, partial = tempfile.mkstemp(dir=out, prefix="minilm-", suffix=".onnx.partial")
+    os.close(fd)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(Encoder(encoder), (ids, torch.ones_like(ids), torch.zeros_like(ids)), partial,
+                              input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["hidden"],
+                              dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                            "hidden": axes},
+                              opset_version=17, dynamo=False)
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
     return target
 
 
@@ -72,3 +87,7 @@ class MiniLMEmbedder:
                                                 "token_type_ids": np.zeros_like(ids)})[0][0]
         pooled = (hidden * mask[0][:, None]).sum(0) / max(mask.sum(), 1)
         return pooled / (np.linalg.norm(pooled) + 1e-12)
+
+
+if __name__ == "__main__":  # `python -m classifier.embeddings`: the export `make setup` runs
+    print(export_onnx())

@@ -8,11 +8,16 @@ A sample that failed on tier level L becomes a row labelled min(4, L + 1): the r
 at least one tier more. A passed sample is labelled L (that tier was enough) unless
 `--failed-only`. Only samples stored with their request text can be exported: the gateway
 keeps it when `quality.store_requests: true` (off by default, for privacy).
+
+With `--format outcomes` each sample becomes an outcome line instead (classifier/outcomes.py):
+the request plus `{"outcomes": {"<served level>": passed}}`, for `train --outcomes`.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from .outcomes import outcome_row
 
 PAGE = 1000
 
@@ -45,6 +50,18 @@ def rows_from_samples(samples, failed_only: bool = False) -> tuple[list[dict], d
     return rows, stats
 
 
+def outcome_rows_from_samples(samples) -> tuple[list[dict], dict]:
+    rows, stats = [], {"samples": 0, "without_request": 0}
+    for sample in samples:
+        stats["samples"] += 1
+        request, level = sample.get("request"), sample.get("tier_level")
+        if not request or level is None or sample.get("verdict") not in ("pass", "fail"):
+            stats["without_request"] += 1
+            continue
+        rows.append(outcome_row(json.loads(request), int(level), sample["verdict"] == "pass"))
+    return rows, stats
+
+
 def read_samples(redis_url: str, prefix: str):
     """Every stored sample, oldest first, in pages (the stream is capped, so this is bounded)."""
     import redis
@@ -62,17 +79,27 @@ def read_samples(redis_url: str, prefix: str):
         client.close()
 
 
-def export_feedback(redis_url: str, prefix: str, out: str | Path, failed_only: bool = False) -> dict:
-    rows, stats = rows_from_samples(read_samples(redis_url, prefix), failed_only)
-    with open(out, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+def export_feedback(redis_url: str, prefix: str, out: str | Path, failed_only: bool = False,
+                    fmt: str = "labels") -> dict:
+    samples = read_samples(redis_url, prefix)
+    if fmt == "outcomes":
+        rows, stats = outcome_rows_from_samples(samples)
+        _write(out, rows)
+        return {**stats, "rows": len(rows), "out": str(out), "format": fmt}
+    rows, stats = rows_from_samples(samples, failed_only)
+    _write(out, rows)
     return {**stats, "rows": len(rows), "out": str(out),
             "label_distribution": {str(t): sum(r["tier"] == t for r in rows) for t in (1, 2, 3, 4)}}
 
 
+def _write(out: str | Path, rows: list[dict]) -> None:
+    with open(out, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def cmd_export(args) -> dict:
-    return export_feedback(args.redis_url, args.prefix, args.out, args.failed_only)
+    return export_feedback(args.redis_url, args.prefix, args.out, args.failed_only, args.format)
 
 
 def add_parser(sub) -> None:
@@ -81,4 +108,6 @@ def add_parser(sub) -> None:
     p.add_argument("--prefix", default="tiergate:", help="the gateway's redis.key_prefix")
     p.add_argument("--out", required=True, help="JSONL file to write")
     p.add_argument("--failed-only", action="store_true", help="export only failed samples")
+    p.add_argument("--format", choices=("labels", "outcomes"), default="labels",
+                   help="labelled rows for --feedback, or outcome lines for train --outcomes")
     p.set_defaults(run=cmd_export)

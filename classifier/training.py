@@ -53,6 +53,7 @@ def fit(train_rows: list[dict], val_rows: list[dict] | None = None,
     progress(f"features for {len(train_rows)} training rows")
     texts, numeric = extract_many(train_rows)
     labels = np.array([r["tier"] for r in train_rows])
+    weights = np.array([float(r.get("weight", 1.0)) for r in train_rows])  # outcome rows weigh more
     word, char = _vectorizers(small=len(train_rows) < 500)
     word.fit(texts)
     char.fit(texts)
@@ -65,7 +66,7 @@ def fit(train_rows: list[dict], val_rows: list[dict] | None = None,
         v_texts, v_numeric = extract_many(val_rows)
         x_val, y_val = base.design(v_texts, v_numeric), np.array([r["tier"] for r in val_rows])
     for c in grid:
-        clf = LogisticRegression(C=c, max_iter=3000).fit(x_train, labels)
+        clf = LogisticRegression(C=c, max_iter=3000).fit(x_train, labels, sample_weight=weights)
         if val_rows:
             loss = log_loss(y_val, clf.predict_proba(x_val), labels=clf.classes_)
             f1 = f1_score(y_val, clf.predict(x_val), average="macro")

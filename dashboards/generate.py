@@ -1,7 +1,8 @@
-"""`python -m dashboards.generate [--check]`: write the dashboard JSON and the scrape config.
+"""`python -m dashboards.generate [--check]`: write the dashboard JSON.
 
 The JSON files under dashboards/grafana/ are what Grafana imports; this script is how they are
 edited (panels are built in cost.py, latency.py, quality.py). --check fails when a file is stale.
+The scrape config dashboards/prometheus.yml comes from the stack's config: `python -m launcher.prometheus`.
 """
 from __future__ import annotations
 
@@ -11,20 +12,14 @@ import sys
 from pathlib import Path
 
 from . import cost, latency, quality
-from .scrape_config import render, worker_targets
 
 HERE = Path(__file__).parent
-DEFAULT_CONFIG = HERE.parent / "config" / "tiergate.yaml"
 BUILDERS = {"tiergate-cost.json": cost.build, "tiergate-latency.json": latency.build,
             "tiergate-quality.json": quality.build}
 
 
 def outputs() -> dict[Path, str]:
-    from gateway.config import load_config
-
-    files = {HERE / "grafana" / name: json.dumps(build(), indent=2) + "\n" for name, build in BUILDERS.items()}
-    files[HERE / "prometheus.yml"] = render("127.0.0.1:8080", worker_targets(load_config(DEFAULT_CONFIG)))
-    return files
+    return {HERE / "grafana" / name: json.dumps(build(), indent=2) + "\n" for name, build in BUILDERS.items()}
 
 
 def main(argv=None) -> int:

@@ -21,11 +21,12 @@ from functools import lru_cache
 from prometheus_client import Counter, Gauge
 
 from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
+from policies.decision_types import RoutedBy
 
-from .config import AUTO, Config, Tier
+from .config import Config, Tier
 from .metrics import METRICS
 
-# Why a request ended on its tier; exactly one per request, the first that applies wins.
+# Why a request ended on its tier (the decision's routed_by, a policy move split by direction).
 ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")
 BUDGET_PERIODS = {"day": ("daily_soft", "daily_hard"), "month": ("monthly_soft", "monthly_hard")}
 
@@ -59,29 +60,24 @@ def cost_micro(tier: Tier, prompt_tokens: int, completion_tokens: int) -> int:
     return request_cost_micro(_price(tier), prompt_tokens, completion_tokens)
 
 
-def top_tier(config: Config) -> Tier:
-    return max(config.tiers, key=lambda t: t.level)
-
-
-def _baseline_tier(config: Config, route) -> Tier | None:
-    """The tier the classifier (or the request itself) would have picked without any policy."""
-    if route.classification is not None:
-        return config.tier_for_level(route.classification.tier)
-    resolved = config.resolve_model(route.requested_model)
-    return config.tier(resolved) if resolved and resolved != AUTO else None
+def top_tier(config: Config, served: Tier | None = None) -> Tier:
+    """The highest tier of the served request's kind (an embedding is never priced as a chat)."""
+    same_task = config.embedding_tiers if served is not None and served.task == "embed" else config.tiers
+    return max(same_task, key=lambda t: t.level)
 
 
 def routing_reason(config: Config, route, served: Tier, attempts: int) -> str:
+    """The decision's routed_by; escalation and failover are known only after serving, and a
+    policy move is labelled by its direction against the tier the decision started from."""
     if served.name != route.tier.name:
-        return "escalation"
+        return RoutedBy.ESCALATION.value
     if attempts > 1:
-        return "failover"
-    if any(str(rule).startswith("pinned_route") for rule in getattr(route.decision, "rules", ())):
-        return "pinned"
-    baseline = _baseline_tier(config, route)
-    if baseline is not None and baseline.level != route.tier.level:
-        return "policy_downgrade" if route.tier.level < baseline.level else "policy_upgrade"
-    return "classifier" if route.classification is not None else "explicit"
+        return RoutedBy.FAILOVER.value
+    decision = route.decision
+    if decision.routed_by is not RoutedBy.POLICY:
+        return decision.routed_by.value
+    baseline = config.tier(decision.baseline_tier) if decision.baseline_tier else None
+    return "policy_downgrade" if baseline is not None and route.tier.level < baseline.level else "policy_upgrade"
 
 
 def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> None:
@@ -95,7 +91,7 @@ def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> N
     if prompt <= 0 and completion <= 0:
         return
     actual = cost_micro(served, prompt, completion)
-    top = top_tier(config)
+    top = top_tier(config, served)
     counterfactual = cost_micro(top, prompt, completion)
     METRICS.cost.labels(ctx.tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
     TOP_TIER_COST.labels(ctx.tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
@@ -107,7 +103,7 @@ def publish_policy(config: Config, service) -> None:
     tenants = getattr(getattr(service, "config", None), "tenants", None)
     names = list(tenants) if tenants else ["anonymous"]
     for name in names:
-        for tier in config.tiers:
+        for tier in (*config.tiers, *config.embedding_tiers):
             for series in (METRICS.cost, TOP_TIER_COST, SAVED):
                 series.labels(name, tier.name, tier.model)
             for direction in ("in", "out"):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from wire.errors import error_middleware
+from webwire.errors import error_middleware
 
-from . import handlers
+from . import dropin, handlers
 from .context import RequestContext
 from .handlers import CTX, STATE
 from .metrics import METRICS
@@ -37,6 +37,9 @@ def build_app(state: GatewayState) -> web.Application:
     app[STATE] = state
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
+    app.router.add_post("/v1/embeddings", handlers.embeddings)
+    app.router.add_post("/v1/responses", dropin.responses)
+    app.router.add_post("/v1/messages", dropin.messages)
     app.router.add_post("/v1/route", handlers.route_dry_run)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/usage", handlers.usage)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Mapping, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +18,7 @@ class Classification:
     tier: int  # complexity level 1 (simple) .. 4 (expert)
     scores: list[float] | None  # one probability per level, when the classifier has them
     classifier: str
+    thresholds: Mapping[int, float] | None = None  # the model's calibrated thresholds on P(level >= k)
 
 
 class Classifier(Protocol):
@@ -51,7 +52,7 @@ class OnnxComplexityClassifier:
     def classify(self, messages, prompt) -> Classification:
         prediction = self._model.predict(messages=messages, prompt=prompt)
         return Classification(tier=int(prediction.tier), scores=[float(p) for p in prediction.probs],
-                              classifier=self.name)
+                              classifier=self.name, thresholds=self._model.thresholds)
 
     @property
     def version(self) -> str:
@@ -60,10 +61,6 @@ class OnnxComplexityClassifier:
     @property
     def thresholds(self) -> dict[int, float]:
         return self._model.thresholds
-
-    def decide(self, scores: list[float], threshold_shift: dict[int, float] | None) -> int:
-        """The level for these scores under shifted thresholds (the quality monitor's adjustment)."""
-        return int(self._model.decide(scores, threshold_shift))
 
 
 def load_classifier() -> Classifier:

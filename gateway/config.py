@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import yaml
+
+from wire.capabilities import Capabilities, CapabilityCardError, from_mapping
 
 AUTO = "auto"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
@@ -49,6 +51,10 @@ class Tier:
     price_per_mtok: Price
     workers: tuple[WorkerSpec, ...]
     max_tokens_cap: int | None = None  # upper bound on max_tokens sent to this tier's workers
+    task: str = "generate"  # "embed": a tier of the `embeddings:` section, never routed chat to
+    # What the tier can do, as stated here; a field left out is learned from the workers'
+    # /v1/models card (our own workers state theirs), and what nobody states counts as "cannot".
+    capabilities: Capabilities = Capabilities()
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.price_per_mtok.input + completion_tokens * self.price_per_mtok.output) / 1e6
@@ -98,13 +104,14 @@ class Affinity:
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = 1 << 20
-    default_max_tokens: int = 256  # only for admission estimates when a request sets none
+    default_max_tokens: int = 256  # sent upstream (and admitted) when a request sets no max_tokens
 
 
 @dataclass
 class Config:
     tiers: list[Tier]
     aliases: dict[str, str]  # alias -> tier name, or "auto"
+    embedding_tiers: list[Tier] = field(default_factory=list)  # /v1/embeddings, chosen by model name only
     redis: RedisConfig = field(default_factory=RedisConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
     failover: Failover = field(default_factory=Failover)
@@ -116,16 +123,12 @@ class Config:
     source: str = "<config>"
 
     def tier(self, name: str) -> Tier | None:
-        return next((t for t in self.tiers if t.name == name), None)
+        return next((t for t in (*self.tiers, *self.embedding_tiers) if t.name == name), None)
 
     def next_tier_up(self, tier: Tier) -> Tier | None:
-        higher = [t for t in self.tiers if t.level > tier.level]
+        same_task = self.embedding_tiers if tier.task == "embed" else self.tiers
+        higher = [t for t in same_task if t.level > tier.level]
         return min(higher, key=lambda t: t.level) if higher else None
-
-    def tier_for_level(self, level: int) -> Tier:
-        """The cheapest tier able to answer a request of this complexity level."""
-        able = [t for t in self.tiers if t.level >= level]
-        return min(able, key=lambda t: t.level) if able else max(self.tiers, key=lambda t: t.level)
 
     def resolve_model(self, name: str) -> str | None:
         """'auto', a tier name, or None for a model this config does not know.
@@ -200,10 +203,10 @@ def _url(f: _Fields, key: str) -> str:
     return url.rstrip("/")
 
 
-def _tier(source: str, index: int, data) -> Tier:
-    _no_inline_key(source, f"tiers[{index}]", data)
-    f = _Fields(source, f"tiers[{index}]", data, {"name", "level", "model", "price_per_mtok", "workers",
-                                                  "max_tokens_cap", "api_key_env"})
+def _tier(source: str, index: int, data, section: str = "tiers") -> Tier:
+    _no_inline_key(source, f"{section}[{index}]", data)
+    f = _Fields(source, f"{section}[{index}]", data, {"name", "level", "model", "price_per_mtok", "workers",
+                                                  "max_tokens_cap", "api_key_env", "capabilities"})
     name = f.get("name", str, None, lambda v: bool(v.strip()), "must be a non-empty string")
     if name is None:
         f.fail("name", "is required")
@@ -222,9 +225,18 @@ def _tier(source: str, index: int, data) -> Tier:
     if workers is None:
         f.fail("workers", "is required")
     tier_key_env = _key_env(f, None)
-    specs = tuple(_worker(source, f"tiers[{index}].workers[{i}]", w, tier_key_env) for i, w in enumerate(workers))
+    specs = tuple(_worker(source, f"{section}[{index}].workers[{i}]", w, tier_key_env) for i, w in enumerate(workers))
     return Tier(name=name, level=level, model=model, price_per_mtok=price, workers=specs,
-                max_tokens_cap=f.integer("max_tokens_cap", None))
+                max_tokens_cap=f.integer("max_tokens_cap", None), capabilities=_capabilities(f))
+
+
+def _capabilities(f: _Fields) -> Capabilities:
+    if f.data.get("capabilities") is None:
+        return Capabilities()
+    try:
+        return from_mapping(f.data["capabilities"], f._name(f.path, "capabilities"))
+    except CapabilityCardError as exc:
+        raise ConfigError(f"{f.source}: {exc}") from None
 
 
 def _worker(source: str, path: str, data, tier_key_env: str | None) -> WorkerSpec:
@@ -266,18 +278,21 @@ def _check_one_key_per_url(source: str, tiers: list[Tier]) -> None:
 
 
 def parse_config(doc, source: str = "<config>") -> Config:
-    top = _Fields(source, "", doc, {"tiers", "aliases", "redis", "timeouts", "failover", "health",
+    top = _Fields(source, "", doc, {"tiers", "embeddings", "aliases", "redis", "timeouts", "failover", "health",
                                     "breaker", "affinity", "limits"} | EXTERNAL_SECTIONS)
     tiers_raw = top.get("tiers", list, None, lambda v: len(v) > 0, "must list at least one tier")
     if tiers_raw is None:
         top.fail("tiers", "is required")
     tiers = [_tier(source, i, t) for i, t in enumerate(tiers_raw)]
+    embedding_tiers = [replace(_tier(source, i, t, "embeddings"), task="embed")
+                       for i, t in enumerate(top.get("embeddings", list, []) or [])]
     seen: set[str] = set()
-    for i, tier in enumerate(tiers):
-        if tier.name in seen or tier.name == AUTO:
-            raise ConfigError(f"{source}: tiers[{i}].name: {tier.name!r} is reserved or used twice")
-        seen.add(tier.name)
-    _check_one_key_per_url(source, tiers)
+    for section, group in (("tiers", tiers), ("embeddings", embedding_tiers)):
+        for i, tier in enumerate(group):
+            if tier.name in seen or tier.name == AUTO:
+                raise ConfigError(f"{source}: {section}[{i}].name: {tier.name!r} is reserved or used twice")
+            seen.add(tier.name)
+    _check_one_key_per_url(source, tiers + embedding_tiers)
 
     aliases = top.get("aliases", dict, {}) or {}
     for alias, target in aliases.items():
@@ -297,7 +312,7 @@ def parse_config(doc, source: str = "<config>") -> Config:
     a = top.section("affinity", {"enabled", "chunk_chars", "max_chunks", "ttl_s", "load_margin"})
     lim = top.section("limits", {"max_body_bytes", "default_max_tokens"})
     return Config(
-        tiers=tiers, aliases=dict(aliases), redis=redis,
+        tiers=tiers, aliases=dict(aliases), embedding_tiers=embedding_tiers, redis=redis,
         timeouts=Timeouts(t.number("connect_s", 2.0), t.number("read_s", 120.0)),
         failover=Failover(fo.integer("max_attempts", 3), fo.get("escalate", bool, True)),
         health=Health(h.number("interval_s", 2.0), h.number("timeout_s", 1.0)),

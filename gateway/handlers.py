@@ -8,12 +8,15 @@ import time
 
 from aiohttp import web
 
-from wire.errors import OpenAIError, read_json_object
+from wire.embeddings import parse_embeddings
+from webwire.errors import read_json_object
+from wire.errors import OpenAIError
 from wire.requests import parse_chat, parse_completion
 
 from . import metrics
 from .accounting import publish_spend, record_request
 from .config import AUTO
+from .embeddings_route import plan_embeddings_route
 from .metrics import METRICS
 from .relay import StreamRelay, Usage, relay_whole
 from .routing import plan_route
@@ -22,7 +25,8 @@ from .upstream import choose, open_upstream
 log = logging.getLogger(__name__)
 STATE = web.AppKey("tiergate_state", object)
 CTX = web.RequestKey("tiergate_ctx", object)
-PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
+PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
+PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
 
 async def _read_body(request: web.Request, limit: int) -> dict:
@@ -35,7 +39,7 @@ async def _read_body(request: web.Request, limit: int) -> dict:
 
 
 def _parse(kind: str, body: dict):
-    return parse_chat(body) if kind == "chat" else parse_completion(body)
+    return PARSERS[kind](body)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -46,31 +50,46 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "completion")
 
 
-async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "embeddings")
+
+
+async def _generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
+                    shaper=None) -> web.StreamResponse:
+    """The one request path: auth -> route -> admit -> relay -> account/settle.
+
+    Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
+    the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
+    streamed chunk) into their own wire format."""
     state = request.app[STATE]
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     ctx = request[CTX]
-    body = await _read_body(request, config.limits.max_body_bytes)
+    if body is None:
+        body = await _read_body(request, config.limits.max_body_bytes)
     parsed = _parse(kind, body)
     policy = state.policy
-    tenant = policy.authenticate(request.headers.get("Authorization"))
+    tenant = tenant or policy.authenticate(request.headers.get("Authorization"))
     ctx.tenant = tenant.name
-    route = plan_route(state, config, tenant, parsed)
+    embedding = kind == "embeddings"
+    route = plan_embeddings_route(state, config, tenant, parsed) if embedding else \
+        plan_route(state, config, tenant, parsed, body)
     ctx.tier, ctx.model = route.tier.name, route.tier.model
-    max_tokens = parsed.params.max_tokens or config.limits.default_max_tokens
-    cap = getattr(route.decision, "max_tokens_cap", None)
+    max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
+    cap = route.decision.max_tokens_cap
     admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
                                    min(max_tokens, cap) if cap else max_tokens)
     usage, opened, relay = Usage(), None, None
-    sample = state.quality.begin(config, route, tenant, ctx.request_id, kind, body)  # None unless drawn
+    stream = not embedding and parsed.params.stream
+    sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
     try:
-        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, parsed.params.stream)
-        if parsed.params.stream:
+        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, stream)
+        if stream:
             relay = StreamRelay(request, opened, ctx, usage, parsed.params.include_usage,
-                                route.estimated_prompt_tokens)
+                                route.estimated_prompt_tokens, shaper)
             relay.tap = sample.tap if sample is not None else None
             return await relay.run()
-        return relay_whole(opened, ctx, usage)
+        whole = relay_whole(opened, ctx, usage)
+        return await shaper.whole(whole) if shaper is not None else whole
     finally:
         if opened is not None:
             opened.backend.on_done()
@@ -81,7 +100,7 @@ async def _generate(request: web.Request, kind: str) -> web.StreamResponse:
         if relay is not None and not usage.reported:  # client went away mid-stream
             usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, relay.chunks
         tier = config.tier(ctx.tier) or route.tier
-        _account(ctx, tier, usage, parsed.params.stream)
+        _account(ctx, tier, usage, stream)
         record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, routing reason
         if sample is not None:  # queued for a background re-check; never waits
             state.quality.finish(sample, opened, relay)
@@ -111,7 +130,7 @@ def _account(ctx, tier, usage: Usage, stream: bool) -> None:
 
 
 async def route_dry_run(request: web.Request) -> web.Response:
-    """The decision for a request, without generating: tier, scores, rules, chosen worker."""
+    """The decision for a request, without generating: every step, routed_by, the chosen worker."""
     state = request.app[STATE]
     config = state.config
     body = await _read_body(request, config.limits.max_body_bytes)
@@ -119,20 +138,22 @@ async def route_dry_run(request: web.Request) -> web.Response:
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
     ctx = request[CTX]
     ctx.tenant = tenant.name
-    route = plan_route(state, config, tenant, parsed)
+    route = plan_route(state, config, tenant, parsed, body, explain=True)
     pick, keys = await choose(state, config, route, route.tier, set())
     ctx.tier, ctx.model = route.tier.name, route.tier.model
     ctx.backend = pick.backend.label if pick else "none"
-    c = route.classification
+    c, decision = route.classification, route.decision
     return web.json_response({
         "object": "tiergate.route",
         "requested_model": route.requested_model,
         "tier": route.tier.name,
         "model": route.tier.model,
+        "routed_by": decision.routed_by.value,
         "classifier": {"name": c.classifier, "tier": c.tier, "scores": c.scores} if c else None,
-        "rules": list(getattr(route.decision, "rules", [])),
-        "priority": getattr(route.decision, "priority", None),
-        "max_tokens_cap": getattr(route.decision, "max_tokens_cap", None),
+        "steps": decision.explain(),
+        "capabilities": state.capabilities[route.tier.name].as_dict(),
+        "priority": decision.priority,
+        "max_tokens_cap": decision.max_tokens_cap,
         "backend": pick.backend.url if pick else None,
         "affinity": (pick.affinity if keys else "none") if pick else None,
         "tenant": tenant.name,
@@ -144,12 +165,12 @@ async def list_models(request: web.Request) -> web.Response:
     config = state.config
     state.policy.authenticate(request.headers.get("Authorization"))
     entries = [{"id": AUTO, "object": "model", "created": 0, "owned_by": "tiergate", "tiergate": {"kind": "auto"}}]
-    for tier in config.tiers:
+    for tier in (*config.tiers, *config.embedding_tiers):
         entries.append({"id": tier.name, "object": "model", "created": 0, "owned_by": "tiergate",
-                        "tiergate": {"kind": "tier", "model": tier.model, "level": tier.level,
+                        "tiergate": {"kind": "tier", "task": tier.task, "model": tier.model, "level": tier.level,
                                      "price_per_mtok": {"input": tier.price_per_mtok.input,
                                                         "output": tier.price_per_mtok.output}}})
-    for model in dict.fromkeys(t.model for t in config.tiers):
+    for model in dict.fromkeys(t.model for t in (*config.tiers, *config.embedding_tiers)):
         if model not in {e["id"] for e in entries}:
             entries.append({"id": model, "object": "model", "created": 0, "owned_by": "tiergate",
                             "tiergate": {"kind": "model", "tier": config.resolve_model(model)}})

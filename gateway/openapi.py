@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from . import openapi_dropin
+
 
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -84,10 +86,15 @@ SCHEMAS = {
             "type": "object", "required": ["id", "object", "owned_by"],
             "properties": {"id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
                            "owned_by": {"type": "string"}, "tiergate": {"type": "object"}}}}}},
-    "RouteDecision": {"type": "object", "required": ["object", "tier", "model", "tenant"], "properties": {
+    "RouteDecision": {"type": "object", "required": ["object", "tier", "model", "tenant", "routed_by", "steps"],
+                      "properties": {
         "object": {"const": "tiergate.route"}, "requested_model": {"type": "string"},
         "tier": {"type": "string"}, "model": {"type": "string"}, "tenant": {"type": "string"},
-        "classifier": {"type": ["object", "null"]}, "rules": {"type": "array", "items": {"type": "string"}},
+        "routed_by": {"enum": ["classifier", "pinned", "policy", "explicit", "escalation", "failover"]},
+        "classifier": {"type": ["object", "null"]},
+        "steps": {"type": "array", "items": {"type": "object", "required": ["step"],
+                                             "properties": {"step": {"type": "string"}}}},
+        "capabilities": {"type": "object"},
         "priority": {"type": ["string", "null"]}, "max_tokens_cap": {"type": ["integer", "null"]},
         "backend": {"type": ["string", "null"]}, "affinity": {"type": ["string", "null"]}}},
     "Health": {"type": "object", "required": ["status", "backends"], "properties": {
@@ -147,6 +154,10 @@ SPEC = {
                                   "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1")}}},
     },
 }
+
+
+SCHEMAS.update(openapi_dropin.SCHEMAS)
+SPEC["paths"].update(openapi_dropin.paths(_ERRORS, _json))
 
 
 async def openapi_endpoint(request: web.Request) -> web.Response:

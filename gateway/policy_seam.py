@@ -7,31 +7,24 @@ OpenPolicy is the default when the config has no `tenants:` section.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from wire.errors import OpenAIError
+from policies.config import TenantPolicy
+from policies.decision import Decision, RouteRequest, decide
 
 from .accounting import publish_policy
-from .config import AUTO, Config
+from .config import Config, ConfigError
 
 
 class Tenant(Protocol):
     name: str
 
 
-class Decision(Protocol):
-    tier_name: str
-    rules: list[str]
-    max_tokens_cap: int | None
-    priority: str
-
-
 class PolicyService(Protocol):
     def authenticate(self, authorization: str | None) -> Tenant: ...
 
-    def decide(self, tenant, requested_model: str, scores: list[float] | None,
-               classifier_tier: int | None, tiers: list) -> Decision: ...
+    def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int) -> Any: ...
 
@@ -44,32 +37,22 @@ class AnonymousTenant:
     name: str = "anonymous"
 
 
-@dataclass
-class OpenDecision:
-    tier_name: str
-    rules: list[str] = field(default_factory=list)
-    max_tokens_cap: int | None = None
-    priority: str = "interactive"
-
-
 class OpenPolicy:
-    """No keys, no limits: everyone is 'anonymous', the classifier (or the request) picks the tier."""
+    """No keys, no limits: everyone is 'anonymous'; the one decision function with no tenant rules."""
 
     _TENANT = AnonymousTenant()
+    _NO_RULES = TenantPolicy()
+
+    def __init__(self):
+        self._seen, self._ordered = None, []
 
     def authenticate(self, authorization: str | None) -> AnonymousTenant:
         return self._TENANT
 
-    def decide(self, tenant, requested_model, scores, classifier_tier, tiers) -> OpenDecision:
-        # The gateway has already resolved aliases: requested_model is 'auto' or a tier name.
-        if requested_model == AUTO:
-            able = [t for t in tiers if t.level >= (classifier_tier or 1)]
-            tier = min(able, key=lambda t: t.level) if able else max(tiers, key=lambda t: t.level)
-            return OpenDecision(tier.name, [f"classifier:level{classifier_tier}->{tier.name}"])
-        if any(t.name == requested_model for t in tiers):
-            return OpenDecision(requested_model, ["explicit-model"])
-        raise OpenAIError(404, f"The model '{requested_model}' does not exist", param="model",
-                          code="model_not_found")
+    def decide(self, tenant, request: RouteRequest, tiers) -> Decision:
+        if tiers is not self._seen:  # a new config: sort its tiers once, cheapest first
+            self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
+        return decide(self._NO_RULES, request, self._ordered)
 
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
         return None
@@ -87,6 +70,11 @@ def build_policy_service(config: Config, redis) -> PolicyService:
         from policies.service import build_service  # provided by the policies package
     except ImportError as exc:
         raise RuntimeError("config has a 'tenants' section but policies.service is not available") from exc
-    service = build_service(config, redis)
+    from policies.fields import PolicyConfigError
+
+    try:
+        service = build_service(config, redis)
+    except PolicyConfigError as exc:  # one error type for the config file, whichever part checked it
+        raise ConfigError(str(exc)) from None
     publish_policy(config, service)  # budgets as gauges, known cost series at 0
     return service

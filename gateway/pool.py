@@ -17,7 +17,8 @@ from .config import Breaker, Config
 
 
 class Backend:
-    __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers")
+    __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
+                 "capabilities")
 
     def __init__(self, url: str, api_key: str | None = None):
         self.url = url
@@ -29,6 +30,7 @@ class Backend:
         self.failures = 0
         self.open_until = 0.0  # breaker open while now < open_until; half-open after
         self.probing = False
+        self.capabilities = None  # what its /v1/models card states; None until read (and after it went down)
 
     def set_key(self, api_key: str | None) -> None:
         self.auth_headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -104,7 +106,7 @@ class Pools:
         known = previous.backends if previous else {}
         self.backends: dict[str, Backend] = {}
         self.by_tier: dict[str, TierPool] = {}
-        for tier in config.tiers:
+        for tier in (*config.tiers, *config.embedding_tiers):
             members = []
             for spec in tier.workers:
                 backend = self.backends.get(spec.url) or known.get(spec.url) or Backend(spec.url)

@@ -61,8 +61,9 @@ def relay_whole(opened: Opened, ctx: RequestContext, usage: Usage) -> web.Respon
 
 class StreamRelay:
     def __init__(self, request: web.Request, opened: Opened, ctx: RequestContext, usage: Usage,
-                 client_wants_usage: bool, estimated_prompt_tokens: int):
+                 client_wants_usage: bool, estimated_prompt_tokens: int, shaper=None):
         self.request, self.opened, self.ctx, self.usage = request, opened, ctx, usage
+        self.shaper = shaper  # optional: turns chat chunks into another wire format's events
         self.client_wants_usage = client_wants_usage
         self.estimated_prompt_tokens = estimated_prompt_tokens
         self.chunks = 0
@@ -109,11 +110,14 @@ class StreamRelay:
         done = False
         for data in iter_events(buffer):
             if data == b"[DONE]":
-                out.append(DONE)
+                out.append(DONE if self.shaper is None else await self.shaper.finish())
                 done = True
                 break
             if self.tap is not None:
                 self.tap(data)
+            if self.shaper is not None:
+                out.append(self._shape(json.loads(data)))
+                continue
             if b'"usage"' in data or b'"error"' in data:
                 obj = json.loads(data)
                 if obj.get("error"):
@@ -130,6 +134,16 @@ class StreamRelay:
             await client.write(b"".join(out))
         return done
 
+    def _shape(self, obj: dict) -> bytes:
+        if obj.get("error"):
+            self.cut = True
+        if obj.get("usage"):
+            _read_usage(obj, self.usage)
+        if self.chunks == 0:
+            self.usage.first_token_at = time.perf_counter()
+        self.chunks += 1
+        return self.shaper.chunk(obj)
+
     async def _end_with_error(self, client: web.StreamResponse, message: str) -> None:
         self.cut = True
         METRICS.stream_cut.labels(self.ctx.tier, self.ctx.backend).inc()
@@ -138,7 +152,8 @@ class StreamRelay:
             self.usage.prompt_tokens = self.estimated_prompt_tokens
             self.usage.completion_tokens = self.chunks
         try:
-            await client.write(error_event(message, code="upstream_error") + DONE)
+            await client.write(error_event(message, code="upstream_error") + DONE if self.shaper is None
+                               else self.shaper.error(message))
             await client.write_eof()
         except (ConnectionError, RuntimeError):
             pass

@@ -5,6 +5,8 @@ import json
 import time
 from dataclasses import dataclass
 
+from policies.decision import Decision, RouteRequest, Signal
+from wire.capabilities import needs_of
 from wire.errors import OpenAIError
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
@@ -14,11 +16,11 @@ from .config import AUTO, Config, Tier
 from .metrics import METRICS
 
 
-@dataclass
+@dataclass(frozen=True)
 class Route:
     requested_model: str
     tier: Tier
-    decision: object  # policy_seam.Decision
+    decision: Decision
     classification: Classification | None
     prompt_text: str
     affinity_keys: list[str]
@@ -44,36 +46,44 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
     return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
 
 
-def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRequest) -> Route:
+def _classify(state, parsed: ChatRequest | CompletionRequest) -> Classification:
+    started = time.perf_counter()
+    if isinstance(parsed, ChatRequest):
+        classification = state.classifier.classify(parsed.messages, None)
+    else:
+        text = parsed.prompt if isinstance(parsed.prompt, str) else prompt_text(parsed)
+        classification = state.classifier.classify(None, text)
+    METRICS.classifier.labels(classification.classifier).observe(time.perf_counter() - started)
+    return classification
+
+
+def _signal(state, c: Classification) -> Signal:
+    quality = getattr(state, "quality", None)  # the quality monitor's threshold shift (gateway/quality/)
+    shift = quality.threshold_shift() if quality is not None else None
+    return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
+                  thresholds=c.thresholds, quality_shift=shift or None)
+
+
+def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
+               explain: bool = False) -> Route:
     requested = parsed.model
     resolved = config.resolve_model(requested)
-    classification = None
-    if resolved == AUTO:
-        started = time.perf_counter()
-        if isinstance(parsed, ChatRequest):
-            classification = state.classifier.classify(parsed.messages, None)
-        else:
-            text = parsed.prompt if isinstance(parsed.prompt, str) else prompt_text(parsed)
-            classification = state.classifier.classify(None, text)
-        METRICS.classifier.labels(classification.classifier).observe(time.perf_counter() - started)
-        quality = getattr(state, "quality", None)
-        if quality is not None:  # the quality monitor's threshold adjustment (gateway/quality/)
-            classification = quality.adjust(classification)
-    decision = state.policy.decide(
-        tenant, resolved if resolved is not None else requested,
-        classification.scores if classification else None,
-        classification.tier if classification else None,
-        config.tiers)
+    classification = _classify(state, parsed) if resolved == AUTO else None
+    text = prompt_text(parsed)
+    estimated = len(text) // 4 + 1
+    request = RouteRequest(requested_model=resolved if resolved is not None else requested,
+                           signal=_signal(state, classification) if classification is not None else None,
+                           needs=needs_of(body, estimated, config.limits.default_max_tokens),
+                           capabilities=state.capabilities, explain=explain)
+    decision = state.policy.decide(tenant, request, config.tiers)
     tier = config.tier(decision.tier_name)
     if tier is None:
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
-    text = prompt_text(parsed)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
-                 prompt_text=text, affinity_keys=_keys(text, tier, config),
-                 estimated_prompt_tokens=len(text) // 4 + 1)
+                 prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated)
 
 
-def upstream_body(body: dict, tier: Tier, decision, stream: bool) -> bytes:
+def upstream_body(body: dict, tier: Tier, decision: Decision, stream: bool, default_max_tokens: int) -> bytes:
     """The client's body as the tier's upstream should see it."""
     out = dict(body)
     out["model"] = tier.model
@@ -82,12 +92,13 @@ def upstream_body(body: dict, tier: Tier, decision, stream: bool) -> bytes:
         options = dict(out.get("stream_options") or {})
         options["include_usage"] = True
         out["stream_options"] = options
-    caps = [c for c in (getattr(decision, "max_tokens_cap", None), tier.max_tokens_cap) if c is not None]
-    cap = min(caps) if caps else None
-    if cap is not None:
+    generates = tier.task == "generate"  # an embeddings body has no max_tokens to default
+    if generates and out.get("max_tokens") is None and out.get("max_completion_tokens") is None:
+        out["max_tokens"] = default_max_tokens  # what admission reserved, so the work matches it
+    caps = [c for c in (decision.max_tokens_cap, tier.max_tokens_cap) if c is not None]
+    if caps:
+        cap = min(caps)
         for name in ("max_tokens", "max_completion_tokens"):
             if out.get(name) is not None and out[name] > cap:
                 out[name] = cap
-        if out.get("max_tokens") is None and out.get("max_completion_tokens") is None:
-            out["max_tokens"] = cap
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()

@@ -16,6 +16,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod, BadHttpMessage, HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from webwire.errors import error_response
 from wire.errors import OpenAIError
 
 log = logging.getLogger("gateway.http")
@@ -56,7 +57,7 @@ class _JsonErrorHandler(RequestHandler):
             error = OpenAIError(status, "internal server error" if status == 500 else f"request failed ({status})")
         if request.writer.output_size > 0:
             raise ConnectionError("response already started; cannot send the error")
-        out = error.response()
+        out = error_response(error)
         out.force_close()
         return out
 

@@ -24,6 +24,7 @@ from .pool import Pools
 from .quality.config import parse_quality
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
+from .tier_capabilities import by_tier, read_card
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class GatewayState:
         self.config_path = config_path
         self.classifier = classifier or load_classifier()
         self.pools = Pools(config)
+        self.capabilities = by_tier(config, self.pools)  # tier name -> what it can do; swapped whole
         self.redis = None
         self.affinity = AffinityIndex(None)
         self.policy = None
@@ -66,6 +68,9 @@ class GatewayState:
         await self.quality.start()  # loads the scoring model before any traffic or health check
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
         self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # cards before serving: a request with `tools` must not meet capabilities not yet read
+        # (health itself stays optimistic until the loop's first check, as before)
+        await self._read_cards(list(self.pools.backends.values()))
         self._tasks.append(asyncio.create_task(self._health_loop()))
         if self.config_path:
             self._tasks.append(asyncio.create_task(self._watch_config()))
@@ -97,6 +102,7 @@ class GatewayState:
             log.error("config reload rejected, keeping the running config: %s", exc)
             return False
         self.pools = Pools(new, self.pools)
+        self.capabilities = by_tier(new, self.pools)
         self.client_timeout = self._timeout(new)
         self.policy = policy
         self.config = new
@@ -117,12 +123,23 @@ class GatewayState:
 
     async def _health_loop(self) -> None:
         while True:
-            backends = list(self.pools.backends.values())
-            await asyncio.gather(*(self._check(b) for b in backends))
-            now = time.monotonic()
-            for b in backends:
-                METRICS.backend_up.labels(b.label).set(1 if b.available(now) else 0)
             await asyncio.sleep(self.config.health.interval_s)
+            await self._health_round()
+
+    async def _health_round(self) -> None:
+        backends = list(self.pools.backends.values())
+        await asyncio.gather(*(self._check(b) for b in backends))
+        now = time.monotonic()
+        for b in backends:
+            METRICS.backend_up.labels(b.label).set(1 if b.available(now) else 0)
+        await self._read_cards([b for b in backends if b.healthy and b.capabilities is None])
+
+    async def _read_cards(self, backends) -> None:
+        """What each worker states it can do; one that did not answer is asked again next round."""
+        cards = await asyncio.gather(*(read_card(self.session, b, self.config.health.timeout_s) for b in backends))
+        for b, card in zip(backends, cards):
+            b.capabilities = card
+        self.capabilities = by_tier(self.config, self.pools)
 
     async def _check(self, backend) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout_s)
@@ -135,3 +152,5 @@ class GatewayState:
         if healthy != backend.healthy:
             log.warning("backend %s is now %s", backend.url, "healthy" if healthy else "unhealthy")
         backend.healthy = healthy
+        if not healthy:
+            backend.capabilities = None  # read again when it is back: it may be another build

@@ -56,7 +56,7 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
     tier, tried, attempts, last_error = route.tier, set(), 0, "no worker available"
     payloads: dict[str, bytes] = {}
     headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
-               "x-tiergate-priority": str(getattr(route.decision, "priority", "interactive"))}
+               "x-tiergate-priority": route.decision.priority}
     while attempts < config.failover.max_attempts:
         pick, keys = await choose(state, config, route, tier, tried)
         if pick is None:
@@ -74,7 +74,8 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
         _record_affinity(tier, pick.affinity, bool(keys))
         ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label
         if tier.name not in payloads:
-            payloads[tier.name] = upstream_body(body, tier, route.decision, stream)
+            payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
+                                               config.limits.default_max_tokens)
         backend.on_pick(time.monotonic())
         started = time.perf_counter()
         response = None

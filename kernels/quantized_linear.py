@@ -98,3 +98,39 @@ def int4_linear(x: torch.Tensor, packed: torch.Tensor, scales_and_zeros: torch.T
     if bias is not None:
         out = out + bias
     return out.reshape(*x.shape[:-1], packed.shape[0])
+
+
+# --- GGUF Q4_1 blocks, mapped onto the int4 format with their codes unchanged ----------------
+# A Q4_1 block holds 32 consecutive weights of one row: fp16 scale d, fp16 minimum m, then 16
+# bytes of nibbles (low nibbles are weights 0-15, high nibbles 16-31); w = d * q + m. Since
+# d * q + m = (q - 8) * d + (m + 8 * d), a block is an int4 group of 32 with scale d and zero
+# m + 8d: the codes carry over exactly; only d and the zero are held in bf16 for the kernel.
+
+Q4_1_GROUP = 32
+Q4_1_BLOCK_BYTES = 20
+
+
+def split_q4_1(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """uint8 [n, k / 32 * 20] -> (codes int32 [n, k], d fp32 [n, k / 32], m fp32 [n, k / 32])."""
+    n = blocks.shape[0]
+    b = blocks.reshape(n, -1, Q4_1_BLOCK_BYTES)
+    d = b[..., 0:2].contiguous().view(torch.float16)[..., 0].float()
+    m = b[..., 2:4].contiguous().view(torch.float16)[..., 0].float()
+    nibbles = b[..., 4:]
+    codes = torch.cat([nibbles & 15, nibbles >> 4], dim=-1).to(torch.int32)
+    return codes.reshape(n, -1), d, m
+
+
+def dequantize_q4_1(blocks: torch.Tensor) -> torch.Tensor:
+    """The fp32 weights a Q4_1 tensor stands for, computed as llama.cpp and gguf-py do."""
+    codes, d, m = split_q4_1(blocks)
+    n = codes.shape[0]
+    groups = codes.float().reshape(n, -1, Q4_1_GROUP)
+    return (d[..., None] * groups + m[..., None]).reshape(n, -1)
+
+
+def q4_1_to_int4(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (codes int32 [n, k] exactly the GGUF's, scales_and_zeros bf16 [k / 32, n, 2])."""
+    codes, d, m = split_q4_1(blocks)
+    scales_and_zeros = torch.stack([d, m + 8 * d], dim=-1).transpose(0, 1).contiguous()
+    return codes, scales_and_zeros.to(ACT_DTYPE)

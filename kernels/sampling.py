@@ -49,3 +49,39 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
         probs = probabilities(logits[stochastic], temperature[stochastic], top_k[stochastic], top_p[stochastic])
         tokens[stochastic] = draw(probs, [generators[i] for i in stochastic])
     return tokens
+
+
+_BITS = torch.arange(32, dtype=torch.int32)
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """logits [B, V], bitmask [B, ceil(V'/32)] int32 (bit t set = token t allowed) -> masked logits.
+    Tokens past the mask's width are disallowed."""
+    allowed = ((bitmask.unsqueeze(-1) >> _BITS) & 1).view(bitmask.shape[0], -1).bool()
+    vocab = logits.shape[-1]
+    if allowed.shape[1] < vocab:
+        allowed = torch.nn.functional.pad(allowed, (0, vocab - allowed.shape[1]))
+    return logits.masked_fill(~allowed[:, :vocab], float("-inf"))
+
+
+def apply_penalties(logits: torch.Tensor, context_ids: torch.Tensor, output_ids: torch.Tensor,
+                    presence: float, frequency: float, repetition: float) -> torch.Tensor:
+    """One row [V]. OpenAI's presence/frequency penalties count the generated tokens;
+    the HF/vLLM repetition penalty covers prompt and output (divide positive logits, multiply
+    negative ones)."""
+    logits = logits.clone()
+    if repetition != 1.0 and context_ids.numel():
+        seen = torch.unique(context_ids)
+        picked = logits[seen]
+        logits[seen] = torch.where(picked > 0, picked / repetition, picked * repetition)
+    if (presence or frequency) and output_ids.numel():
+        counts = torch.bincount(output_ids, minlength=logits.shape[-1])[:logits.shape[-1]].to(logits.dtype)
+        logits -= frequency * counts + presence * (counts > 0).to(logits.dtype)
+    return logits
+
+
+def top_logprobs(logits: torch.Tensor, chosen: torch.Tensor, k: int):
+    """Log-probabilities of the model's distribution: (chosen [B], top values [B, k], top ids [B, k])."""
+    logprobs = logits.float().log_softmax(dim=-1)
+    values, ids = torch.topk(logprobs, k, dim=-1) if k else (logprobs[:, :0], chosen[:, None][:, :0])
+    return logprobs.gather(1, chosen[:, None])[:, 0], values, ids

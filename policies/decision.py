@@ -1,21 +1,33 @@
-"""The routing decision as a pure function: (policy, classifier output, usage, tiers) -> Decision.
+"""The routing decision, as one pure function: (tenant policy, request, tiers, usage) -> Decision.
 
-No I/O and no clock: everything it needs comes in as arguments, so `/v1/route` can show exactly
-why a tier was chosen (`Decision.rules`), and the tests can enumerate cases.
+For `auto`, in this order: the classifier's scores against its calibrated thresholds, plus the
+quality monitor's shift, plus the tenant's quality_preference (a further shift, never a
+replacement) -> a level -> the cheapest tier at or above it -> tier_bias -> min/max_tier ->
+allowed tiers -> capability filter -> the cheapest allowed, capable tier at or above that
+-> soft budget. A named tier or model (or a pinned route) skips the classifier, and a
+capability it lacks is a 400 naming the request parameter.
+
+No I/O and no clock: everything comes in as arguments, so `/v1/route` shows exactly the
+steps taken (`Decision.steps`, recorded when `RouteRequest.explain` asks) and tests can
+enumerate cases.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
+from wire.capabilities import CONTEXT, Capabilities, Needs
 from wire.errors import OpenAIError
 
 from policies.config import TenantPolicy
 from policies.costs import micro_to_usd
+from policies.decision_types import AUTO, Decision, RoutedBy, RouteRequest, Signal, Step, StepKind
 
-AUTO = "auto"
-BASE_THRESHOLD = 0.5       # pick the lowest level whose "needs more than this" probability <= threshold
-PREFERENCE_SWING = 0.4     # quality_preference +1 -> threshold 0.1 (go up readily), -1 -> 0.9
+__all__ = ["AUTO", "Decision", "RouteRequest", "RoutedBy", "Signal", "UsageSnapshot", "decide",
+           "effective_thresholds", "level_for", "tier_index_for_level"]
+
+BASE_THRESHOLDS = {2: 0.5, 3: 0.5, 4: 0.5}  # a classifier that ships no calibration
+PREFERENCE_SWING = 0.4  # quality_preference +1 lowers every threshold by 0.4 (goes up readily), -1 raises it
 
 
 @dataclass(frozen=True)
@@ -25,37 +37,49 @@ class UsageSnapshot:
     month_spend_micro: int = 0
 
 
-@dataclass(frozen=True)
-class Decision:
-    tier_name: str
-    rules: list[str] = field(default_factory=list)
-    max_tokens_cap: int | None = None
-    priority: str = "interactive"
-    sampling_rate: float | None = None
-
-
 def _attr(tier: Any, name: str) -> Any:
     return tier[name] if isinstance(tier, dict) else getattr(tier, name)
 
 
-def level_from_scores(scores: Sequence[float], threshold: float) -> int:
-    """Lowest level L (1-based; scores[i] is P(level i+1)) with P(level > L) <= threshold."""
-    total = float(sum(scores)) or 1.0
-    above = 1.0
-    for index, score in enumerate(scores):
-        above -= score / total
-        if above <= threshold + 1e-12:
-            return index + 1
-    return len(scores)
+# -- scores -> level --------------------------------------------------------------------------
+
+def effective_thresholds(calibrated: Mapping[int, float] | None, quality_shift: Mapping[int, float] | None,
+                         preference: float) -> dict[int, float]:
+    """Threshold on P(level >= k) per k: calibrated + quality shift + preference shift, within [0, 1]."""
+    base = calibrated or BASE_THRESHOLDS
+    shift = quality_shift or {}
+    return {k: min(1.0, max(0.0, base[k] + shift.get(k, 0.0) - PREFERENCE_SWING * preference)) for k in sorted(base)}
 
 
-def _tier_for_level(tiers: Sequence[Any], level: int) -> int:
-    """Index of the cheapest tier whose level is >= the requested level (the top tier if none)."""
-    for index, tier in enumerate(tiers):
-        if _attr(tier, "level") >= level:
-            return index
-    return len(tiers) - 1
+def level_for(scores: Sequence[float], thresholds: Mapping[int, float]) -> int:
+    """The highest level k whose P(level >= k) reaches its threshold (1 if none does).
 
+    Tails are summed from the top level down, as the classifier's own decision does."""
+    tail = 0.0
+    for k in range(len(scores), 1, -1):
+        tail += scores[k - 1]
+        if tail >= thresholds.get(k, 0.5):
+            return k
+    return 1
+
+
+# -- the one "cheapest tier" rule ---------------------------------------------------------------
+
+def cheapest_from(floor: int, among: Sequence[int]) -> int | None:
+    """Among tier indexes (ascending by level), the cheapest at or above `floor`, else the best below."""
+    above = [i for i in among if i >= floor]
+    if above:
+        return min(above)
+    return max(among) if among else None
+
+
+def tier_index_for_level(levels: Sequence[int], level: int, among: Sequence[int] | None = None) -> int | None:
+    """Index of the cheapest tier (of `among`, default all) able to answer a request of this level."""
+    floor = next((i for i, tier_level in enumerate(levels) if tier_level >= level), len(levels))
+    return cheapest_from(floor, range(len(levels)) if among is None else among)
+
+
+# -- tenant rules -------------------------------------------------------------------------------
 
 def _permitted(policy: TenantPolicy, tier: Any) -> bool:
     return ((policy.allowed_tiers is None or _attr(tier, "name") in policy.allowed_tiers)
@@ -68,54 +92,13 @@ def _bounds(policy: TenantPolicy, names: list[str]) -> tuple[int, int]:
     return low, high
 
 
-def _explicit_index(requested: str, tiers: Sequence[Any], policy: TenantPolicy) -> int | None:
+def _explicit_index(requested: str, t: "_Tiers") -> int | None:
     """A tier named directly, or the cheapest permitted tier serving the named model."""
-    names = [_attr(t, "name") for t in tiers]
-    if requested in names:
-        return names.index(requested)
-    serving = [i for i, t in enumerate(tiers) if _attr(t, "model") == requested]
-    permitted = [i for i in serving if _permitted(policy, tiers[i])]
+    if requested in t.names:
+        return t.names.index(requested)
+    serving = [i for i, tier in enumerate(t.tiers) if _attr(tier, "model") == requested]
+    permitted = [i for i in serving if _permitted(t.policy, t.tiers[i])]
     return (permitted or serving or [None])[0]
-
-
-def _classifier_index(policy: TenantPolicy, scores, classifier_tier, tiers, rules: list[str]) -> int:
-    preference = policy.quality_preference
-    if scores and (preference != 0.0 or classifier_tier is None):
-        threshold = BASE_THRESHOLD - PREFERENCE_SWING * preference
-        level = level_from_scores(scores, threshold)
-        if preference != 0.0:
-            rules.append(f"quality_preference={preference:+.2f}: threshold {threshold:.2f} -> level {level}"
-                         + (f" (classifier said {classifier_tier})" if classifier_tier is not None else ""))
-    elif classifier_tier is not None:
-        level = int(classifier_tier)
-    else:
-        level = _attr(tiers[0], "level")
-        rules.append("no_classifier_output: cheapest tier")
-    index = _tier_for_level(tiers, level)
-    if policy.tier_bias:
-        moved = min(max(index + policy.tier_bias, 0), len(tiers) - 1)
-        rules.append(f"tier_bias={policy.tier_bias:+d}: {_attr(tiers[index], 'name')} -> {_attr(tiers[moved], 'name')}")
-        index = moved
-    return index
-
-
-def _clamp(index: int, low: int, high: int, names: list[str], rules: list[str]) -> int:
-    if index < low:
-        rules.append(f"min_tier={names[low]}: {names[index]} -> {names[low]}")
-        return low
-    if index > high:
-        rules.append(f"max_tier={names[high]}: {names[index]} -> {names[high]}")
-        return high
-    return index
-
-
-def _nearest_permitted(index: int, allowed: list[int], names: list[str], rules: list[str]) -> int:
-    if index in allowed:
-        return index
-    above = [i for i in allowed if i > index]
-    chosen = above[0] if above else max(i for i in allowed if i < index)
-    rules.append(f"allowed_tiers: {names[index]} not allowed -> {names[chosen]}")
-    return chosen
 
 
 def _soft_budget(policy: TenantPolicy, usage: UsageSnapshot) -> str | None:
@@ -127,49 +110,227 @@ def _soft_budget(policy: TenantPolicy, usage: UsageSnapshot) -> str | None:
     return None
 
 
-def decide(policy: TenantPolicy, requested_model: str, scores: Sequence[float] | None,
-           classifier_tier: int | None, tiers: Sequence[Any], usage: UsageSnapshot) -> Decision:
-    """Pick the tier for one request; `tiers` ascending by level. Raises OpenAIError(403/404)."""
-    names = [_attr(t, "name") for t in tiers]
-    low, high = _bounds(policy, names)
-    allowed = [i for i in range(low, high + 1) if _permitted(policy, tiers[i])]
-    if not allowed:
-        raise OpenAIError(403, "no tier is allowed for this tenant", code="model_not_allowed")
-    rules: list[str] = []
-    pinned = policy.pinned_routes.get(requested_model)
+_NOTHING = Capabilities()
+
+
+class _Trace:
+    """The steps taken, recorded only when asked (`RouteRequest.explain`, the dry run): the request
+    path decides by the same code without building the explanation."""
+    __slots__ = ("steps",)
+
+    def __init__(self, on: bool):
+        self.steps: list[Step] | None = [] if on else None
+
+    def add(self, kind: StepKind, detail: Callable[[], Mapping[str, Any]]) -> None:
+        if self.steps is not None:
+            self.steps.append(Step(kind, detail()))
+
+
+class _Table:
+    """What depends only on the tenant's policy and the tier list, worked out once per pair."""
+
+    def __init__(self, policy: TenantPolicy, tiers: Sequence[Any]):
+        self.policy, self.tiers = policy, tiers  # held, so the ids in the cache key stay theirs
+        self.names = [_attr(t, "name") for t in tiers]
+        self.levels = [_attr(t, "level") for t in tiers]
+        self.low, self.high = _bounds(policy, self.names)
+        self.allowed = [i for i in range(self.low, self.high + 1) if _permitted(policy, tiers[i])]
+        self._windows: tuple = (None, [])
+
+    def windows(self, caps: Mapping[str, Capabilities]) -> list[tuple[int, int]]:
+        """(tier index, stated context window) for this capability map (swapped whole, so cached)."""
+        if self._windows[0] is not caps:
+            stated = [(i, caps[n].max_context_tokens) for i, n in enumerate(self.names) if n in caps]
+            self._windows = (caps, [(i, w) for i, w in stated if w is not None])
+        return self._windows[1]
+
+
+_TABLES: dict[tuple[int, int], _Table] = {}
+_MAX_TABLES = 1024  # tenants x config generations; past it, start over
+
+
+def _table(policy: TenantPolicy, tiers: Sequence[Any]) -> _Table:
+    key = (id(policy), id(tiers))
+    table = _TABLES.get(key)
+    if table is None or table.policy is not policy or table.tiers is not tiers:
+        if len(_TABLES) >= _MAX_TABLES:
+            _TABLES.clear()
+        table = _TABLES[key] = _Table(policy, tiers)
+    return table
+
+
+class _Tiers:
+    """The tier list with what this tenant may use and what this request needs of it."""
+
+    def __init__(self, policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any]):
+        self.policy, self.request, self.tiers = policy, request, tiers
+        table = _table(policy, tiers)
+        self.names, self.levels, self.allowed = table.names, table.levels, table.allowed
+        self.low, self.high = table.low, table.high
+        if not self.allowed:
+            raise OpenAIError(403, "no tier is allowed for this tenant", code="model_not_allowed")
+        needs, caps = request.needs, request.capabilities
+        if needs.features:
+            lacking = ((i, caps.get(name, _NOTHING).lacks(needs)) for i, name in enumerate(self.names))
+        else:  # most requests need no feature: only a stated context window can turn a tier away
+            lacking = ((i, [CONTEXT]) for i, window in table.windows(caps) if needs.context_tokens > window)
+        self.missing: dict[int, list[str]] = {i: m for i, m in lacking if m}  # tier index -> what it lacks
+        self.capable = [i for i in range(len(self.names)) if i not in self.missing]
+        self.usable = [i for i in self.allowed if i not in self.missing]
+
+    def capability_detail(self) -> dict[str, Any]:
+        needs = self.request.needs
+        return {"needs": list(needs.features), "context_tokens": needs.context_tokens,
+                "capable": [self.names[i] for i in self.capable],
+                "excluded": {self.names[i]: m for i, m in self.missing.items()}}
+
+    def refuse(self, index: int | None) -> OpenAIError:
+        """400 naming the parameter no usable tier (or the named tier `index`) can honour."""
+        needs: Needs = self.request.needs
+        pool = [index] if index is not None else self.allowed
+        lacking_somewhere = [self.missing[i] for i in pool if i in self.missing]
+        # name what none of them can do, when there is such a thing
+        common = [m for m in lacking_somewhere[0] if all(m in other for other in lacking_somewhere)]
+        lacking = (common or lacking_somewhere[0])[0]
+        param = needs.param_for(lacking)
+        where = f"tier {self.names[index]!r}" if index is not None else "no tier available to this request"
+        if lacking == CONTEXT:
+            return OpenAIError(400, f"the request needs about {needs.context_tokens} tokens of context, more than "
+                               f"{where} holds", param=param, code="context_length_exceeded")
+        return OpenAIError(400, f"'{param}' needs the {lacking!r} capability, which {where} has",
+                           param=param, code="unsupported_parameter")
+
+
+def _clamp(index: int, t: _Tiers, trace: _Trace) -> int:
+    moved = min(max(index, t.low), t.high)
+    if moved != index:
+        trace.add(StepKind.BOUNDS, lambda: {"min_tier": t.policy.min_tier, "max_tier": t.policy.max_tier,
+                                            "from": t.names[index], "to": t.names[moved]})
+    return moved
+
+
+def _place(index: int, t: _Tiers, trace: _Trace) -> int:
+    """From a wanted tier to the cheapest allowed, capable one at or above it (else the best below)."""
+    if t.policy.allowed_tiers is not None or t.policy.allowed_models is not None or index not in t.allowed:
+        trace.add(StepKind.ALLOWED_TIERS, lambda: {"allowed": [t.names[i] for i in t.allowed],
+                                                   "wanted": t.names[index]})
+    trace.add(StepKind.CAPABILITIES, t.capability_detail)
+    chosen = cheapest_from(index, t.usable)
+    if chosen is None:
+        raise t.refuse(None)
+    return chosen
+
+
+def _budget(index: int, t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> int:
+    reason = _soft_budget(t.policy, usage)
+    if reason is None:
+        return index
+    cheaper = [i for i in t.usable if i < index] if t.policy.soft_budget_action == "downgrade" else []
+    moved = cheaper[-1] if cheaper else index
+    trace.add(StepKind.SOFT_BUDGET, lambda: {"reason": reason, "action": t.policy.soft_budget_action,
+                                             "from": t.names[index], "to": t.names[moved]})
+    return moved
+
+
+def _scores_level(signal: Signal, preference: float, shift) -> tuple[int, dict[int, float]]:
+    th = effective_thresholds(signal.thresholds, shift, preference)
+    return level_for(signal.scores, th), th
+
+
+def _level(signal: Signal | None, t: _Tiers, preference: float, shift, trace: _Trace) -> int:
+    if signal is None:
+        trace.add(StepKind.LEVEL, lambda: {"level": t.levels[0], "source": "no classifier output"})
+        return t.levels[0]
+    if signal.scores is None:  # a rule-based classifier: its level stands, there is nothing to shift
+        trace.add(StepKind.LEVEL, lambda: {"level": signal.level, "source": "classifier level (no scores)"})
+        return signal.level
+    level, th = _scores_level(signal, preference, shift)
+    # keyed by level k (JSON turns them into strings); the mappings are swapped whole, never mutated
+    trace.add(StepKind.THRESHOLDS, lambda: {
+        "calibrated": signal.thresholds or BASE_THRESHOLDS, "quality_shift": shift or {},
+        "preference_shift": round(-PREFERENCE_SWING * preference, 6),
+        "effective": {k: round(v, 6) for k, v in th.items()}})
+    trace.add(StepKind.LEVEL, lambda: {"level": level, "classifier_level": signal.level})
+    return level
+
+
+def _auto(t: _Tiers, level: int, usage: UsageSnapshot, trace: _Trace) -> int:
+    index = tier_index_for_level(t.levels, level)
+    bias = t.policy.tier_bias
+    if bias:
+        moved = min(max(index + bias, 0), len(t.levels) - 1)
+        trace.add(StepKind.TIER_BIAS, lambda: {"bias": bias, "from": t.names[index], "to": t.names[moved]})
+        index = moved
+    return _budget(_place(_clamp(index, t, trace), t, trace), t, usage, trace)
+
+
+def _decide_auto(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
+    signal, policy = t.request.signal, t.policy
+    if signal is not None and signal.scores is not None:
+        trace.add(StepKind.SCORES, lambda: {"scores": signal.scores, "classifier_level": signal.level})
+    shift = signal.quality_shift if signal is not None else None
+    level = _level(signal, t, policy.quality_preference, shift, trace)
+    index = _auto(t, level, usage, trace)
+    scored = signal is not None and signal.scores is not None
+    # the classifier's own choice (calibrated thresholds, quality shift, capabilities; no tenant rule)
+    own_level = _scores_level(signal, 0.0, shift)[0] if scored and policy.quality_preference else level
+    baseline = tier_index_for_level(t.levels, own_level, t.capable)
+    unshifted = None
+    if shift and scored:
+        unshifted = _auto(t, _scores_level(signal, policy.quality_preference, None)[0], usage, _Trace(False))
+    routed_by = RoutedBy.CLASSIFIER if index == baseline else RoutedBy.POLICY
+    return _finish(policy, t.names[index], routed_by, trace,
+                   baseline=t.names[baseline] if baseline is not None else None,
+                   unshifted=t.names[unshifted] if unshifted is not None and unshifted != index else None)
+
+
+def _decide_named(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
+    requested, policy = t.request.requested_model, t.policy
+    explicit = _explicit_index(requested, t)
+    if explicit is None:
+        raise OpenAIError(404, f"model {requested!r} does not exist", param="model", code="model_not_found")
+    if not _permitted(policy, t.tiers[explicit]):
+        raise OpenAIError(403, f"model {requested!r} is not allowed for this tenant",
+                          param="model", code="model_not_allowed")
+    trace.add(StepKind.REQUESTED, lambda: {"model": requested, "tier": t.names[explicit]})
+    index = _clamp(explicit, t, trace)
+    if index not in t.allowed:
+        index = cheapest_from(index, t.allowed)
+        trace.add(StepKind.ALLOWED_TIERS, lambda: {"allowed": [t.names[i] for i in t.allowed]})
+    trace.add(StepKind.CAPABILITIES, t.capability_detail)
+    if index in t.missing:
+        raise t.refuse(index)  # a named tier is never silently swapped for a capable one
+    index = _budget(index, t, usage, trace)
+    routed_by = RoutedBy.EXPLICIT if index == explicit else RoutedBy.POLICY
+    return _finish(policy, t.names[index], routed_by, trace, baseline=t.names[explicit])
+
+
+def decide(policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any],
+           usage: UsageSnapshot = UsageSnapshot()) -> Decision:
+    """Pick the tier for one request; `tiers` ascending by level. Raises OpenAIError (400/403/404)."""
+    t = _Tiers(policy, request, tiers)
+    trace = _Trace(request.explain)
+    pinned = policy.pinned_routes.get(request.requested_model)
     if pinned is not None:
         # A pin is the administrator's explicit choice: bias, budgets and classifier do not move it.
-        rules.append(f"pinned_route: {requested_model} -> {pinned}")
-        return _finish(policy, pinned, rules)
-    explicit = None if requested_model == AUTO else _explicit_index(requested_model, tiers, policy)
-    if explicit is not None:
-        if not _permitted(policy, tiers[explicit]):
-            raise OpenAIError(403, f"model {requested_model!r} is not allowed for this tenant",
-                              param="model", code="model_not_allowed")
-        index = _clamp(explicit, low, high, names, rules)
-    elif requested_model == AUTO or scores or classifier_tier is not None:
-        index = _clamp(_classifier_index(policy, scores, classifier_tier, tiers, rules), low, high, names, rules)
-    else:
-        raise OpenAIError(404, f"model {requested_model!r} does not exist", param="model", code="model_not_found")
-    index = _nearest_permitted(index, allowed, names, rules)
-    reason = _soft_budget(policy, usage)
-    if reason and policy.soft_budget_action == "downgrade":
-        cheaper = [i for i in allowed if i < index]
-        if cheaper:
-            rules.append(f"soft_budget: {reason}: {names[index]} -> {names[cheaper[-1]]}")
-            index = cheaper[-1]
-        else:
-            rules.append(f"soft_budget: {reason}: already on the cheapest allowed tier")
-    elif reason:
-        rules.append(f"soft_budget: {reason}: action none")
-    return _finish(policy, names[index], rules)
+        trace.add(StepKind.PINNED, lambda: {"model": request.requested_model, "tier": pinned})
+        index = t.names.index(pinned) if pinned in t.names else None
+        if index is not None:
+            trace.add(StepKind.CAPABILITIES, t.capability_detail)
+            if index in t.missing:
+                raise t.refuse(index)
+        return _finish(policy, pinned, RoutedBy.PINNED, trace, baseline=pinned)
+    if request.requested_model == AUTO:
+        return _decide_auto(t, usage, trace)
+    return _decide_named(t, usage, trace)
 
 
-def _finish(policy: TenantPolicy, tier_name: str, rules: list[str]) -> Decision:
-    if policy.max_tokens is not None:
-        rules.append(f"max_tokens_cap={policy.max_tokens}")
-    if policy.priority != "interactive":
-        rules.append(f"priority={policy.priority}")
-    if policy.sampling_rate is not None:
-        rules.append(f"sampling_rate={policy.sampling_rate}")
-    return Decision(tier_name, rules, policy.max_tokens, policy.priority, policy.sampling_rate)
+def _finish(policy: TenantPolicy, tier_name: str, routed_by: RoutedBy, trace: _Trace, *,
+            baseline: str | None, unshifted: str | None = None) -> Decision:
+    trace.add(StepKind.CHOSEN, lambda: {"tier": tier_name, "routed_by": routed_by.value})
+    limits = {k: v for k, v in (("max_tokens_cap", policy.max_tokens), ("sampling_rate", policy.sampling_rate))
+              if v is not None}
+    if limits or policy.priority != "interactive":
+        trace.add(StepKind.LIMITS, lambda: {**limits, "priority": policy.priority})
+    return Decision(tier_name, routed_by, tuple(trace.steps or ()), baseline, unshifted,
+                    policy.max_tokens, policy.priority, policy.sampling_rate)

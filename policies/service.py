@@ -16,7 +16,7 @@ from wire.errors import OpenAIError
 from policies import metrics
 from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
-from policies.decision import Decision, UsageSnapshot, decide
+from policies.decision import Decision, RouteRequest, UsageSnapshot, decide
 from policies.keys import KeyRing
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore
 from policies.replica import ReplicaState, replica_state
@@ -51,8 +51,10 @@ def _seconds_until(now: datetime, what: str) -> int:
 class PolicyService:
     def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *,
                  key_prefix: str = "tiergate:", replica: ReplicaState | None = None,
-                 clock: Callable[[], datetime] | None = None):
+                 clock: Callable[[], datetime] | None = None, priced_only: Sequence[Any] = ()):
         self.config = config
+        # Tiers that settle bills but that decide() never routes to (embeddings: chosen by name).
+        self._priced_only = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in priced_only}
         self.store = PolicyStore(redis, config.key_prefix or key_prefix, config.idempotency_ttl_s)
         self.keyring = KeyRing(config)
         self.replica = replica or ReplicaState(UsageLog(config.usage_log))
@@ -69,16 +71,15 @@ class PolicyService:
         return self.keyring.authenticate(authorization)
 
     def update_tiers(self, tiers: Sequence[Any]) -> None:
-        self._prices = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in tiers}
+        self._prices = {**self._priced_only, **{(t["name"] if isinstance(t, dict) else t.name): tier_price(t)
+                                                for t in tiers}}
         self._tiers_seen = tiers
         self._ordered = sorted(tiers, key=lambda t: t["level"] if isinstance(t, dict) else t.level)
 
-    def decide(self, tenant: Tenant, requested_model: str, scores: list[float] | None,
-               classifier_tier: int | None, tiers: Sequence[Any]) -> Decision:
+    def decide(self, tenant: Tenant, request: RouteRequest, tiers: Sequence[Any]) -> Decision:
         if tiers is not self._tiers_seen:   # the gateway reloaded its config: new prices (sorted once)
             self.update_tiers(tiers)
-        return decide(tenant.policy, requested_model, scores, classifier_tier, self._ordered,
-                      self.snapshot(tenant.name))
+        return decide(tenant.policy, request, self._ordered, self.snapshot(tenant.name))
 
     def snapshot(self, tenant: str) -> UsageSnapshot:
         """Spend as of this replica's last admit/settle for the tenant (soft budgets read this)."""
@@ -240,20 +241,16 @@ class PolicyService:
 
 def build_service(config: Any, redis: Any) -> PolicyService:
     """Entry point for gateway/policy_seam: a PolicyService for a gateway `Config` that has
-    `tenants:`. Config errors come back as the gateway's ConfigError, so a bad reload is
-    rejected and the running config kept."""
-    from gateway.config import ConfigError  # the gateway is the caller; policies never needs it otherwise
-
+    `tenants:`. Config errors are PolicyConfigError; the gateway turns them into its own
+    ConfigError, so a bad reload is rejected and the running config kept."""
     from policies.config import parse_policies
     from policies.fields import PolicyConfigError
 
     tiers = sorted(config.tiers, key=lambda t: t.level)
-    try:
-        policies = parse_policies(config.raw.get("policy"), config.raw.get("tenants"),
-                                  [t.name for t in tiers], config.source)
-    except PolicyConfigError as exc:
-        raise ConfigError(str(exc)) from None
+    embedding_tiers = getattr(config, "embedding_tiers", [])
+    policies = parse_policies(config.raw.get("policy"), config.raw.get("tenants"), [t.name for t in tiers],
+                              config.source)
     if redis is None:
-        raise ConfigError(f"{config.source}: tenants: need Redis (set redis.url or use the launcher)")
+        raise PolicyConfigError(f"{config.source}: tenants: need Redis (set redis.url or use the launcher)")
     return PolicyService(policies, redis, tiers, key_prefix=config.redis.key_prefix,
-                         replica=replica_state(policies.usage_log))
+                         replica=replica_state(policies.usage_log), priced_only=embedding_tiers)

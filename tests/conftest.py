@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
+from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
 
 
 @pytest.fixture
@@ -22,17 +22,13 @@ async def redis_prefix(monkeypatch):
     prefix = f"tgtest:{uuid.uuid4().hex[:10]}:"
     yield prefix
     client = aioredis.from_url(SHARED_REDIS)
-    keys = [k async for k in client.scan_iter(match=prefix + "*", count=500)]
-    if keys:
-        await client.delete(*keys)
+    await delete_prefix_async(client, prefix)
     await client.aclose()
 
 
 @pytest.fixture
 async def fakes():
     """fakes(n, **kw) -> list of (FakeUpstream, url): fake OpenAI upstreams in this loop."""
-    from benchmarks.fake_upstream import start_fake
-
     runners = []
 
     async def make(n: int = 1, **kwargs):
@@ -96,8 +92,6 @@ async def http():
 def own_redis(tmp_path):
     """(port, data dir, procs): a persistent redis-server of this test's own, free to kill
     and restart; the shared server is never touched. Whatever is left running is killed."""
-    from benchmarks.processes import free_port, start_persistent_redis
-
     port, data = free_port(), tmp_path / "redis"
     data.mkdir()
     procs = [start_persistent_redis(port, data)]

@@ -8,23 +8,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import bad_request
+from .messages import normalise_messages
+from .parameters import CHAT_PARAMETERS, COMPLETION_PARAMETERS, check_parameters
+from .sampling import SamplingSurface, parse_sampling_surface
+from .structured import (FunctionTool, ResponseFormat, ToolChoice, parse_parallel_tool_calls,
+                         parse_response_format, parse_tool_choice, parse_tools)
 
-ROLES = {"system", "developer", "user", "assistant", "tool"}
 MAX_STOP_STRINGS = 16
 
 
 @dataclass
 class GenerationParams:
     max_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
+    temperature: float | None = None  # None: not set (the worker applies the model's generation defaults)
+    top_p: float | None = None
+    top_k: int | None = None
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     stream: bool = False
     include_usage: bool = False
+    surface: SamplingSurface = field(default_factory=SamplingSurface)
+    response_format: ResponseFormat | None = None
+    tools: list[FunctionTool] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=lambda: ToolChoice("none"))
+    parallel_tool_calls: bool = True
+
+    @property
+    def n(self) -> int:
+        return self.surface.n
 
 
 @dataclass
@@ -51,7 +64,7 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
+def _number(body: dict, name: str, default: float | None, lo: float, hi: float) -> float | None:
     value = body.get(name)
     if value is None:
         return default
@@ -86,17 +99,11 @@ def _model(body: dict) -> str:
     return model
 
 
-def parse_params(body: dict) -> GenerationParams:
+def parse_params(body: dict, chat: bool) -> GenerationParams:
+    check_parameters(body, CHAT_PARAMETERS if chat else COMPLETION_PARAMETERS)
     max_tokens = _int(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _int(body, "max_tokens", 1)
-    n = _int(body, "n", 1)
-    if n not in (None, 1):
-        raise bad_request("only 'n' = 1 is supported", param="n", code="unsupported_value")
-    if body.get("logprobs") or body.get("best_of") not in (None, 1):
-        raise bad_request("'logprobs' and 'best_of' are not supported", param="logprobs", code="unsupported_value")
-    for penalty in ("presence_penalty", "frequency_penalty"):
-        _number(body, penalty, 0.0, -2.0, 2.0)  # accepted for compatibility, range-checked
     stop = body.get("stop")
     if stop is None:
         stop = []
@@ -110,17 +117,27 @@ def parse_params(body: dict) -> GenerationParams:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", param="stream_options")
+    for key in options:
+        if key != "include_usage":
+            raise bad_request(f"'stream_options.{key}' is not supported", param=f"stream_options.{key}",
+                              code="unsupported_parameter")
     include_usage = options.get("include_usage", False)
     if not isinstance(include_usage, bool):
         raise bad_request("'stream_options.include_usage' must be a boolean", param="stream_options")
     seed = body.get("seed")
     if seed is not None and not _is_int(seed):
         raise bad_request("'seed' must be an integer", param="seed")
+    tools = parse_tools(body) if chat else []
     return GenerationParams(
+        surface=parse_sampling_surface(body, chat),
+        response_format=parse_response_format(body),
+        tools=tools,
+        tool_choice=parse_tool_choice(body, tools) if chat else ToolChoice("none"),
+        parallel_tool_calls=parse_parallel_tool_calls(body),
         max_tokens=max_tokens,
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
-        top_k=_int(body, "top_k", -1) or 0,
+        temperature=_number(body, "temperature", None, 0.0, 2.0),
+        top_p=_number(body, "top_p", None, 0.0, 1.0),
+        top_k=_int(body, "top_k", -1),
         seed=seed,
         stop=stop,
         stop_token_ids=list(stop_ids),
@@ -130,36 +147,12 @@ def parse_params(body: dict) -> GenerationParams:
     )
 
 
-def _message_text(content, index: int) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_request(f"messages[{index}].content parts must be text parts", param=f"messages[{index}].content")
-            parts.append(part["text"])
-        return "".join(parts)
-    if content is None:
-        return ""
-    raise bad_request(f"messages[{index}].content must be a string or a list of text parts", param=f"messages[{index}].content")
-
-
 def parse_chat(body: dict) -> ChatRequest:
     model = _model(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty list", param="messages")
-    normalised = []
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise bad_request(f"messages[{i}] must be an object", param=f"messages[{i}]")
-        role = message.get("role")
-        if role not in ROLES:
-            raise bad_request(f"messages[{i}].role must be one of {sorted(ROLES)}", param=f"messages[{i}].role")
-        normalised.append({"role": "system" if role == "developer" else role,
-                           "content": _message_text(message.get("content"), i)})
-    return ChatRequest(model=model, messages=normalised, params=parse_params(body), raw=body)
+    return ChatRequest(model=model, messages=normalise_messages(messages), params=parse_params(body, True), raw=body)
 
 
 def parse_completion(body: dict) -> CompletionRequest:
@@ -171,7 +164,7 @@ def parse_completion(body: dict) -> CompletionRequest:
         pass
     elif not isinstance(prompt, str) or not prompt:
         raise bad_request("'prompt' must be a non-empty string (or one list of token ids)", param="prompt")
-    return CompletionRequest(model=model, prompt=prompt, params=parse_params(body), raw=body)
+    return CompletionRequest(model=model, prompt=prompt, params=parse_params(body, False), raw=body)
 
 
 def conversation_text(messages: list[dict]) -> str:

@@ -10,6 +10,11 @@ def event(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
+def named_event(name: str, obj: dict) -> bytes:
+    """An SSE frame with an `event:` line (the Responses and Anthropic Messages streams use them)."""
+    return f"event: {name}\n".encode() + event(obj)
+
+
 def error_event(message: str, type: str = "server_error", code: str | None = None) -> bytes:
     return event({"error": {"message": message, "type": type, "param": None, "code": code}})
 

@@ -31,6 +31,7 @@ class Delta:
     num_prompt_tokens: int
     num_output_tokens: int
     num_cached_tokens: int
+    logprobs: list | None = None  # (token, logprob, [(token, logprob)] top) per token, when asked for
 
 
 class _Request:
@@ -69,7 +70,10 @@ class AsyncEngine:
                        stop: list[str] | None = None) -> AsyncIterator[Delta]:
         """Yields deltas until the sequence finishes. Closing the iterator early (client
         gone) aborts the sequence and frees its blocks."""
-        seq = self.engine.make_sequence(prompt_ids, params)  # raises RequestTooLargeError
+        if params.grammar is None:
+            seq = self.engine.make_sequence(prompt_ids, params)  # raises RequestTooLargeError
+        else:  # compiling a large schema's grammar can take a while: not on the event loop
+            seq = await asyncio.to_thread(self.engine.make_sequence, prompt_ids, params)
         if self.num_waiting() >= self.engine.config.max_waiting:
             raise QueueFullError(f"waiting queue is full ({self.engine.config.max_waiting} requests)")
         request = _Request(seq, IncrementalDetokenizer(self.tokenizer, prompt_ids, stop), asyncio.get_running_loop())
@@ -121,8 +125,9 @@ class AsyncEngine:
             detok.add(token)
         if detok.stopped and not seq.is_finished:
             self.engine.finish(seq, "stop")  # a stop string ends the sequence
+        logprobs = seq.logprobs[len(seq.logprobs) - len(tokens):] if seq.params.logprobs is not None else None
         delta = Delta(detok.take(seq.is_finished), tokens, seq.is_finished, seq.finish_reason,
-                      seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens)
+                      seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, logprobs)
         if seq.is_finished:
             del self._requests[seq.seq_id]
         request.push(delta)

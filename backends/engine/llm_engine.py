@@ -6,6 +6,7 @@ import torch
 from ..models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
+from .grammar import GrammarCompiler
 from .model_runner import ModelRunner, load_model
 from .quantize import quantize_model
 from .proposers import DraftModelProposer, NgramProposer
@@ -37,6 +38,8 @@ class LLMEngine:
         model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)
         self.max_model_len = config.max_model_len or min(model_limit, DEFAULT_MAX_MODEL_LEN)
         self.eos_token_ids = self._eos_ids()
+        self.grammars = GrammarCompiler(tokenizer, model.config.get_text_config().vocab_size, self.eos_token_ids) \
+            if tokenizer is not None else None
         self.proposer = self._make_proposer(draft_model)
         self.spec_stats = SpecStats(config.num_speculative_tokens)
         self.num_generated_tokens = 0
@@ -77,7 +80,12 @@ class LLMEngine:
 
     def make_sequence(self, prompt_ids: list[int], params: SamplingParams) -> Sequence:
         self.check_fits(len(prompt_ids), params.max_tokens)
-        return Sequence(prompt_ids, params, self.eos_token_ids)
+        seq = Sequence(prompt_ids, params, self.eos_token_ids)
+        if params.grammar is not None:
+            if self.grammars is None:
+                raise ValueError("constrained decoding needs the engine's tokenizer")
+            seq.matcher = self.grammars.matcher(params.grammar)  # raises GrammarError (a ValueError)
+        return seq
 
     def add(self, seq: Sequence) -> Sequence:
         self.scheduler.add(seq)
@@ -121,7 +129,7 @@ class LLMEngine:
         plain = [(seq, row) for (seq, _), row in zip(scheduled, rows) if row is not None and seq.seq_id not in drafts]
         chosen: dict[int, list[int]] = {}
         if plain:
-            tokens = sample_next([seq for seq, _ in plain], logits[[row.start for _, row in plain]])
+            tokens = sample_next([seq for seq, _ in plain], logits[[row.start for _, row in plain]], self.grammars)
             chosen.update((seq.seq_id, [token]) for (seq, _), token in zip(plain, tokens))
         for (seq, _), row in zip(scheduled, rows):
             draft = drafts.get(seq.seq_id)
@@ -133,10 +141,12 @@ class LLMEngine:
 
     def _propose(self, scheduled) -> dict[int, "Draft"]:
         """Drafts for sequences about to decode their next token, no longer than the KV
-        slots reserved for them, their remaining max_tokens and the context window."""
+        slots reserved for them, their remaining max_tokens and the context window.
+        Speculation is off for sequences with a grammar, penalties, logit_bias or logprobs:
+        they decode one token per step, in the same batch as everyone else."""
         limits, seqs = {}, []
         for seq, n in scheduled:
-            if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens:
+            if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens and seq.params.is_plain:
                 slots = len(seq.block_table) * self.config.block_size - seq.num_tokens
                 room = min(slots, seq.params.max_tokens - seq.num_output_tokens - 1,
                            self.max_model_len - seq.num_tokens - 1)

@@ -16,6 +16,14 @@ behind that default). Layers whose shape a kernel cannot take (int4: out_feature
 multiple of 16 or in_features not a multiple of the group size) stay in full precision.
 CPU only: the aten kernels used here are the CPU ones.
 
+int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
+kept (backends/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
+scale d and zero m + 8d per block (the scale and zero in bf16, the kernel's activation
+dtype), with no second rounding of the weights. Layers the GGUF does not ship as Q4_1 (the
+Q8_0 embedding, hence the tied LM head) then stay in the folder's fp32, as the GGUF has
+them. Without blocks (tiny test models, Gemma 3's Q4_K GGUF) linears are quantized from
+their fp32 weights as below.
+
 Measured on SmolLM2-135M (benchmarks/quantization.py): its bundled weights come from a Q4_1
 GGUF, i.e. they already lie on a 4-bit grid per group of 32, so int4 with group 32
 reproduces them almost exactly while group 64 loses a lot (hence the default of 32).
@@ -35,7 +43,9 @@ import logging
 import torch
 from torch import nn
 
-from kernels.quantized_linear import INT4_N_MULTIPLE, int4_linear, int8_linear, pack_int4, quantize_int4, quantize_int8
+from backends.gguf_blocks import load_q4_1
+from kernels.quantized_linear import (INT4_N_MULTIPLE, Q4_1_GROUP, int4_linear, int8_linear, pack_int4, q4_1_to_int4,
+                                      quantize_int4, quantize_int8)
 
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
@@ -72,6 +82,14 @@ class Int4Linear(nn.Module):
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
         return cls(pack_int4(codes), scales_and_zeros, group_size, linear.in_features, _bias(linear))
 
+    @classmethod
+    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor) -> "Int4Linear":
+        """The layer's GGUF Q4_1 blocks as they are (codes unchanged), in place of its weight."""
+        codes, scales_and_zeros = q4_1_to_int4(blocks)
+        if codes.shape != linear.weight.shape:
+            raise ValueError(f"Q4_1 blocks of shape {tuple(codes.shape)} do not fit a {tuple(linear.weight.shape)} layer")
+        return cls(pack_int4(codes), scales_and_zeros, Q4_1_GROUP, linear.in_features, _bias(linear))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
 
@@ -99,29 +117,39 @@ def _can_quantize(linear: nn.Linear, method: str, group_size: int) -> bool:
     return linear.out_features % INT4_N_MULTIPLE == 0 and linear.in_features % group_size == 0
 
 
-def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_head: bool = True) -> dict:
-    """Replace the decoder's nn.Linear layers in place; returns counts for logs and tests."""
+def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_head: bool = True,
+                     gguf_blocks: dict[str, torch.Tensor] | None = None) -> dict:
+    """Replace the decoder's nn.Linear layers in place; returns counts for logs and tests.
+    With `gguf_blocks` (int4, group 32), layers with blocks take them as they are and all
+    other layers, the LM head included, stay unquantized."""
     if method not in METHODS:
         raise ValueError(f"quantization must be one of {METHODS}, got {method!r}")
     if method == "int4" and group_size not in GROUP_SIZES:
         raise ValueError(f"quant_group_size must be one of {GROUP_SIZES}, got {group_size}")
     if any(p.device.type != "cpu" for p in model.parameters()):
         raise ValueError("weight-only quantization runs on CPU models only")
+    if gguf_blocks and (method, group_size) != ("int4", Q4_1_GROUP):
+        raise ValueError("GGUF Q4_1 blocks serve int4 with group size 32 only")
     head = model.get_output_embeddings()
-    counts = {"quantized": 0, "kept": 0, "lm_head": False}
+    counts = {"quantized": 0, "kept": 0, "lm_head": False, "from_gguf": 0}
     with torch.no_grad():
-        for parent in list(model.modules()):
+        for parent_name, parent in list(model.named_modules()):
             for name, child in list(parent.named_children()):
                 if not isinstance(child, nn.Linear) or child is head:
                     continue
-                if not _can_quantize(child, method, group_size):
+                blocks = (gguf_blocks or {}).get(f"{parent_name}.{name}" if parent_name else name)
+                if blocks is not None:
+                    replacement = Int4Linear.from_q4_1(child, blocks)
+                    counts["from_gguf"] += 1
+                elif gguf_blocks or not _can_quantize(child, method, group_size):
                     counts["kept"] += 1
                     continue
-                replacement = Int8Linear.from_linear(child) if method == "int8" else \
-                    Int4Linear.from_linear(child, group_size)
+                else:
+                    replacement = Int8Linear.from_linear(child) if method == "int8" else \
+                        Int4Linear.from_linear(child, group_size)
                 setattr(parent, name, replacement)
                 counts["quantized"] += 1
-        if lm_head and isinstance(head, nn.Linear):  # not yet quantized
+        if lm_head and not gguf_blocks and isinstance(head, nn.Linear):  # not yet quantized
             counts["lm_head"] = _quantize_head(model, head)
     return counts
 
@@ -155,8 +183,12 @@ def quantize_model(model: nn.Module, config) -> dict:
     """Quantize `model` in place as `config` (an EngineConfig) says; no-op without quantization."""
     if not config.quantization:
         return {"quantized": 0, "kept": 0, "lm_head": False}
-    counts = quantize_linears(model, config.quantization, config.quant_group_size)
+    blocks = {}
+    if (config.quantization, config.quant_group_size) == ("int4", Q4_1_GROUP):
+        blocks = load_q4_1(getattr(model, "name_or_path", None))  # the folder the weights came from
+    counts = quantize_linears(model, config.quantization, config.quant_group_size, gguf_blocks=blocks)
     release_freed_memory()
-    log.info("weight-only %s (group %d): %d linear layers quantized, %d kept, LM head quantized: %s",
-             config.quantization, config.quant_group_size, counts["quantized"], counts["kept"], counts["lm_head"])
+    log.info("weight-only %s (group %d): %d linear layers quantized (%d from the GGUF's Q4_1 blocks), %d kept, "
+             "LM head quantized: %s", config.quantization, config.quant_group_size, counts["quantized"],
+             counts["from_gguf"], counts["kept"], counts["lm_head"])
     return counts

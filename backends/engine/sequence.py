@@ -24,6 +24,21 @@ class SamplingParams:
     seed: int | None = None
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    logprobs: int | None = None  # None: off; k: the chosen token's logprob plus the top k
+    grammar: str | None = None  # llguidance grammar that constrains the output (engine/grammar.py)
+
+    @property
+    def has_penalties(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1.0)
+
+    @property
+    def is_plain(self) -> bool:
+        """Nothing but temperature/top-k/top-p: the only sampling speculative decoding verifies."""
+        return not (self.has_penalties or self.logit_bias or self.grammar is not None or self.logprobs is not None)
 
 
 _ids = itertools.count()
@@ -45,6 +60,8 @@ class Sequence:
         self.arrival_time = time.monotonic()
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
         self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        self.matcher = None  # llguidance matcher when params.grammar is set (attached by the engine)
+        self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # per output token, if asked
 
     @property
     def num_tokens(self) -> int:
@@ -64,8 +81,12 @@ class Sequence:
 
     def append_token(self, token: int) -> None:
         self.token_ids.append(token)
+        if self.matcher is not None:
+            self.matcher.consume_token(token)
         if token in self.stop_ids:
             self.finish("stop")
+        elif self.matcher is not None and self.matcher.is_stopped():
+            self.finish("stop")  # the grammar is complete and allows nothing more
         elif self.num_output_tokens >= self.params.max_tokens:
             self.finish("length")
 

@@ -3,7 +3,8 @@
 Splits: `train` and `test` share templates (different fillers and styles);
 `validation` holds its own unseen templates (for model selection and calibration);
 `heldout` holds whole templates and whole domains that appear in no other split, so a
-model that memorises templates cannot score well on it.
+model that memorises templates cannot score well on it. The hand-written request pools
+(`varied.py`) add whole requests in many surface forms, split by entry.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from . import domains_everyday, domains_knowledge, domains_math_lang, domains_tech
+from . import domains_everyday, domains_knowledge, domains_math_lang, domains_tech, varied
 from .fillers import GLOBAL_SLOTS, code_snippet, document, numbers
 from .spec import Domain, Template
 from .styles import stacked_constraints, wrap
@@ -108,6 +109,11 @@ def generate(seed: int = 20261123) -> dict[str, list[dict]]:
                 made += 1
                 split = "heldout" if template.id in held else "validation" if template.id in val else _split_of(rng)
                 splits[split].append(row)
+    for split, row in varied.rows(rng):
+        key = json.dumps([row.get("messages"), row.get("prompt")], ensure_ascii=False)
+        if key not in seen:
+            seen.add(key)
+            splits[split].append(row)
     return splits
 
 

@@ -3,23 +3,16 @@
 A tier of level L receives the requests whose decided level is at most L (and above the
 tier below). Lowering the threshold on P(level >= L+1) moves the borderline ones up to the
 next tier, so `step` steps on tier L become `threshold_shift[L+1] = -step * step_size`.
-Routing reads `shift` (a plain dict swapped whole) on every request; no Redis on that path.
+Routing reads `shift` (a plain dict swapped whole) on every request and policies/decision.py
+adds it to the calibrated thresholds; no Redis on that path.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
-from ..classify import Classification
 from . import metrics
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ShiftedClassification(Classification):
-    """A classification whose tier the quality adjustment moved; `unshifted_tier` is the model's own."""
-    unshifted_tier: int = 0
 
 
 class Controller:
@@ -43,17 +36,3 @@ class Controller:
         if thresholds:
             for level, value in thresholds.items():
                 metrics.THRESHOLD.labels(str(level)).set(min(1.0, max(0.0, value + shift.get(level, 0.0))))
-
-    def adjust(self, classifier, classification: Classification | None) -> Classification | None:
-        """The classification with the current shift applied (when the classifier has scores)."""
-        shift = self.shift
-        if not shift or classification is None or classification.scores is None:
-            return classification
-        decide = getattr(classifier, "decide", None)
-        if decide is None:
-            return classification
-        tier = decide(classification.scores, shift)
-        if tier == classification.tier:
-            return classification
-        return ShiftedClassification(tier=tier, scores=classification.scores, classifier=classification.classifier,
-                                     unshifted_tier=classification.tier)

@@ -1,7 +1,7 @@
 """The quality monitor: choose samples, re-ask in the background, score, store, adjust routing.
 
-Request path (all O(1), never awaits): `adjust` applies the current threshold shift to the
-classification; `begin` draws the sample (rate from config, or the tenant's policy);
+Request path (all O(1), never awaits): `threshold_shift` is what routing adds to the
+classifier's thresholds (policies/decision.py applies it); `begin` draws the sample (rate from config, or the tenant's policy);
 `finish`, after the answer was relayed and accounted, puts it on a bounded queue or drops it
 (counted). A fixed number of background tasks do the rest. Any error in here is logged and
 counted; it never reaches a client.
@@ -14,11 +14,10 @@ import logging
 import random
 import time
 
-from ..config import AUTO
 from ..metrics import METRICS
 from . import metrics
 from .config import QualityConfig, parse_quality
-from .controller import Controller, ShiftedClassification
+from .controller import Controller
 from .hotswap import ClassifierSwapper
 from .reask import ask
 from .sample import Sample, digest, features, request_record
@@ -87,29 +86,29 @@ class QualityMonitor:
 
     # --- request path -------------------------------------------------------------------
 
-    def adjust(self, classification):
-        return self.controller.adjust(self.state.classifier, classification)
+    def threshold_shift(self) -> dict[int, float]:
+        return self.controller.shift
 
     def begin(self, config, route, tenant, request_id: str, kind: str, body: dict) -> Sample | None:
         q = self.config
         if not q.enabled or self.queue is None:
             return None
-        rate = getattr(route.decision, "sampling_rate", None)
+        rate = route.decision.sampling_rate
         if random.random() >= (q.sampling_rate if rate is None else rate):
             return None
         try:
             top = top_tier(config)
             c = route.classification
             candidate, shadow = route.tier, False
-            if isinstance(c, ShiftedClassification):
+            unshifted = route.decision.unshifted_tier
+            if unshifted is not None:
                 # moved off a tier by the adjustment: keep measuring that tier (in the background)
-                would = config.tier(self.state.policy.decide(tenant, AUTO, c.scores, c.unshifted_tier,
-                                                             config.tiers).tier_name)
+                would = config.tier(unshifted)
                 if would is not None and would.name != route.tier.name:
                     candidate, shadow = would, True
             if candidate.level >= top.level:
                 return None
-            predicted = c.unshifted_tier if isinstance(c, ShiftedClassification) else (c.tier if c else None)
+            predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
             return Sample(request_id=request_id, tenant=getattr(tenant, "name", "none"),
                           kind=kind, body=body, route=route, candidate_tier=candidate, shadow=shadow,
                           predicted_level=predicted)

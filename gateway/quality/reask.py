@@ -18,12 +18,6 @@ class ReaskError(Exception):
     pass
 
 
-@dataclasses.dataclass
-class _SampleDecision:
-    max_tokens_cap: int | None
-    priority: str = "batch"
-
-
 def reask_body(body: dict, max_tokens: int) -> dict:
     out = dict(body)
     out["stream"] = False
@@ -41,9 +35,9 @@ def reask_body(body: dict, max_tokens: int) -> dict:
 async def ask(state, sample: Sample, tier, max_tokens: int) -> Answer:
     config = state.config
     route = sample.route
-    cap = getattr(route.decision, "max_tokens_cap", None)  # the tenant's own cap still applies
+    # the tenant's own max_tokens cap still applies; samples wait behind interactive traffic
     route = dataclasses.replace(route, tier=tier, affinity_keys=route.keys_for(tier, config),
-                                decision=_SampleDecision(cap))
+                                decision=dataclasses.replace(route.decision, priority="batch"))
     ctx = RequestContext(f"{sample.request_id}.quality-{tier.name}"[:128])
     opened = await open_upstream(state, config, ctx, route, PATHS[sample.kind], reask_body(sample.body, max_tokens),
                                  False)

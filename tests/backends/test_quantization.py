@@ -17,10 +17,13 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.quantize import Int4Linear, Int8Embedding, Int8Linear, quantize_linears
 from backends.models import model_dir
-from benchmarks.quantization import teacher_forced_agreement
-from kernels.quantized_linear import (dequantize_int4, dequantize_int8, int4_linear, int4_linear_reference,
-                                      int8_linear, int8_linear_reference, pack_int4, quantize_int4, quantize_int8)
+from measure.agreement import teacher_forced_agreement
+from backends.gguf_blocks import load_q4_1
+from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
+                                      int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,
+                                      q4_1_to_int4, quantize_int4, quantize_int8, split_q4_1)
 from tests.backends.models import bundled, hf_greedy, tiny_gemma3, tiny_llama
+from tests.support import free_port
 
 BF16_EPS = 2.0 ** -8
 
@@ -68,6 +71,40 @@ def test_int4_kernel_matches_reference_and_weights(group_size):
     assert ((out - ref).abs() <= kernel_bound(x, dequantized)).all()
 
 
+def random_q4_1_blocks(n: int, k: int, seed: int) -> torch.Tensor:
+    """Q4_1 blocks as GGUF stores them: fp16 d, fp16 m, 16 bytes of nibbles per 32 weights."""
+    g = torch.Generator().manual_seed(seed)
+    d = (torch.rand(n, k // 32, 1, generator=g) * 0.02 + 1e-3).half()
+    m = (-torch.rand(n, k // 32, 1, generator=g) * 0.15).half()
+    nibbles = torch.randint(0, 256, (n, k // 32, 16), generator=g, dtype=torch.uint8)
+    return torch.cat([d.view(torch.uint8), m.view(torch.uint8), nibbles], dim=-1).reshape(n, -1)
+
+
+def test_q4_1_blocks_map_onto_the_int4_kernel_unchanged():
+    blocks, x = random_q4_1_blocks(64, 256, seed=3), torch.randn(5, 256, generator=torch.Generator().manual_seed(4))
+    codes, scales_and_zeros = q4_1_to_int4(blocks)
+    gguf_codes, d, _ = split_q4_1(blocks)
+    assert torch.equal(codes, gguf_codes)  # the GGUF's own codes: no second rounding
+    assert torch.equal(codes[0, :16], (blocks[0, 4:20] & 15).to(torch.int32))  # low nibbles first
+    exact = dequantize_q4_1(blocks)
+    # only the scale and zero are carried in bf16 (the kernel's activation dtype)
+    zero_term = (exact.abs() + 8 * d.repeat_interleave(32, dim=1)) * BF16_EPS
+    assert ((dequantize_int4(codes, scales_and_zeros, 32) - exact).abs() <= 8 * zero_term + 1e-7).all()
+    out = int4_linear(x, pack_int4(codes), scales_and_zeros, 32)
+    reference = torch.nn.functional.linear(x, exact)  # fp32 linear on the GGUF's dequantised weights
+    assert ((out - reference).abs() <= 2 * kernel_bound(x, exact)).all()
+
+
+def test_prepared_smollm2_keeps_the_ggufs_q4_1_blocks():
+    blocks = load_q4_1(model_dir("smollm2-135m"))
+    assert len(blocks) == 210  # 30 layers x (q, k, v, o, gate, up, down)
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir("smollm2-135m") / "model.safetensors"), "pt") as fp32:
+        for name in ("model.layers.0.self_attn.q_proj", "model.layers.29.self_attn.k_proj", "model.layers.7.mlp.down_proj"):
+            assert torch.equal(dequantize_q4_1(blocks[name]), fp32.get_tensor(name + ".weight"))
+
+
 def test_modules_keep_bias_and_leading_dims():
     torch.manual_seed(2)
     linear = nn.Linear(64, 32, bias=True)
@@ -97,7 +134,7 @@ def test_quantize_replaces_every_decoder_linear_and_shrinks_weights(method):
     model, _ = tiny_llama()
     before = resident_weight_bytes(model)
     counts = quantize_linears(model, method, 32)
-    assert counts == {"quantized": 14, "kept": 0, "lm_head": True}  # 2 layers x (q, k, v, o, gate, up, down)
+    assert counts == {"quantized": 14, "kept": 0, "lm_head": True, "from_gguf": 0}  # 2 layers x (q, k, v, o, gate, up, down)
     assert not any(type(m) is nn.Linear for m in model.modules())
     # this model's head is untied: the head is quantized, the embedding keeps its fp32 table
     assert isinstance(model.get_output_embeddings(), Int8Linear)
@@ -155,27 +192,33 @@ def agreeing_prefix(outputs, reference) -> float:
 
 
 # Measured on this machine (4 prompts x 16 greedy tokens): teacher-forced argmax agreement
-# int8 0.92, int4 (group 32) 0.95; free-running greedy up to the first divergence int8 0.19
-# (divergences at near-ties, e.g. "Paris.\n\nThe answer" vs "Paris.\n\nThe United"), int4 0.56.
-@pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.85, 0.4)])
+# int8 0.92; free-running greedy up to the first divergence int8 0.19 (divergences at
+# near-ties, e.g. "Paris.\n\nThe answer" vs "Paris.\n\nThe United"). int4 serves the GGUF's
+# own Q4_1 blocks, so it tracks fp32 (the dequantised GGUF) closely: teacher-forced 1.0,
+# prefix 0.84; the rest is bf16 activations in the int4 kernel.
+@pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.6)])
 def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bound, prefix_bound):
     prompts, fp32 = smol_fp32_outputs
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization=method))
     assert isinstance(engine.model.model.layers[0].mlp.up_proj, Int8Linear if method == "int8" else Int4Linear)
-    # SmolLM2 ties its head to the embedding: both read one int8 table
-    assert engine.model.get_input_embeddings().head[0] is engine.model.get_output_embeddings()
+    if method == "int8":  # SmolLM2 ties its head to the embedding: both read one int8 table
+        assert engine.model.get_input_embeddings().head[0] is engine.model.get_output_embeddings()
+    else:  # the GGUF ships the embedding (the tied head) as Q8_0, not Q4_1: it stays as it is
+        assert type(engine.model.get_output_embeddings()) is nn.Linear
     assert agreeing_prefix(engine.generate(prompts, GREEDY), fp32) >= prefix_bound
     assert teacher_forced_agreement(engine.model, prompts, fp32) >= forced_bound
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_int4_answers_the_capital_of_france_with_paris():
+    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization="int4"))
+    text = engine.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                                add_generation_prompt=True, tokenize=False)
+    answer = engine.generate([engine.tokenizer.encode(text)], SamplingParams(max_tokens=12, temperature=0.0))[0]
+    assert "Paris" in engine.tokenizer.decode(answer)
 
 
 def test_int4_worker_serves_a_request():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", "smollm2-135m", "--port", str(port),
                              "--kv-cache-gb", "0.05", "--quantization", "int4", "--quant-group-size", "32"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
@@ -196,4 +239,4 @@ def test_int4_worker_serves_a_request():
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=20)
-    assert "weight-only int4 (group 32): 210 linear layers quantized" in stderr.decode()
+    assert "weight-only int4 (group 32): 210 linear layers quantized (210 from the GGUF's Q4_1 blocks)" in stderr.decode()

@@ -8,20 +8,15 @@ import time
 
 import openai
 import pytest
+from tests.support import free_port
 
 
 MODEL = "smollm2-135m"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def worker():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", MODEL, "--port", str(port),
                              "--kv-cache-gb", "0.25", "--max-model-len", "2048"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})

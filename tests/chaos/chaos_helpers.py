@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import json
 
-import redis
-
-
+from tests.support import SHARED_REDIS
 
 READ_S = 0.4
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
 
 
 def config(urls: list[str], prefix: str, redis_url: str = SHARED_REDIS, **sections) -> dict:

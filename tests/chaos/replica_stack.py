@@ -2,19 +2,16 @@
 in front of real fake-upstream processes, all on loopback. Requests go through aiohttp."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
-import redis
 import yaml
 
 from policies.keys import hash_key
-from benchmarks.processes import delete_prefix, free_port, stop_processes, wait_for_port  # noqa: E402
+from launcher import commands
+from launcher.group import ProcessGroup
+from tests.support import SHARED_REDIS, delete_prefix, free_port
 
-ROOT = Path(__file__).parents[2]
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
 ADMIN_KEY = "sk-admin-" + uuid.uuid4().hex
 
 
@@ -44,40 +41,27 @@ class ReplicaStack:
     def __init__(self, tmp: Path, tenants: dict, replicas: int = 2, upstreams: int = 2):
         self.tmp, self.tenants, self.n_replicas, self.n_upstreams = tmp, tenants, replicas, upstreams
         self.prefix = f"tgchaos:{uuid.uuid4().hex[:10]}:"
-        self.procs: list[subprocess.Popen] = []
+        self.group = ProcessGroup(tmp)
         self.urls: list[str] = []
         self.upstreams: list[str] = []
 
     def start(self) -> "ReplicaStack":
-        ports = []
-        for _ in range(self.n_upstreams):
-            port = free_port()
-            self._spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(port)], "upstream")
+        ports = [free_port() for _ in range(self.n_upstreams)]
+        for i, port in enumerate(ports):
+            self.group.spawn(f"upstream{i}", commands.fake_upstream(port))
             self.upstreams.append(f"http://127.0.0.1:{port}")
-            ports.append(port)
         config = self.tmp / "tiergate.yaml"
         config.write_text(yaml.safe_dump(replica_config(self.upstreams, self.prefix, str(self.tmp / "usage"),
                                                         self.tenants)))
         for i in range(self.n_replicas):
             port = free_port()
-            self._spawn([sys.executable, "-m", "gateway.serve", "--config", str(config), "--host", "127.0.0.1",
-                         "--port", str(port)], f"gateway{i}")
+            self.group.spawn(f"gateway{i}", commands.gateway_serve(config, port))
             self.urls.append(f"http://127.0.0.1:{port}")
             ports.append(port)
         for port in ports:
-            self._wait(port)
+            self.group.wait_port(port)
         return self
 
-    def _spawn(self, command: list[str], name: str) -> None:
-        log = open(self.tmp / f"{name}.log", "wb")
-        self.procs.append(subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(self.tmp.glob("*.log")))
-
-    def _wait(self, port: int) -> None:
-        wait_for_port(port, self.procs, 60, logs=self.logs)
-
     def stop(self) -> None:
-        stop_processes(self.procs)
+        self.group.stop()
         delete_prefix(self.prefix)

@@ -7,8 +7,8 @@ import time
 
 import aiohttp
 
-from benchmarks.chaos import chaos_scale
-from chaos_helpers import config, idle
+from measure.scale import chaos_scale
+from tests.chaos.chaos_helpers import config, idle
 
 CLIENTS = 30 * chaos_scale()  # more in the long run (python -m benchmarks.chaos)
 

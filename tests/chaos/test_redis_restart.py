@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 
 import aiohttp
 
-from benchmarks.chaos import chaos_scale
-from benchmarks.processes import start_persistent_redis as start_redis
-from chaos_helpers import config
+from measure.scale import chaos_scale
+from tests.support import start_persistent_redis as start_redis, wait_for
+from tests.chaos.chaos_helpers import config
 from policies.keys import hash_key
 from policies.usage_log import read_records
 
 KEY = "sk-chaos-tenant"
-
-
 
 
 async def test_redis_killed_and_restarted_under_load(own_redis, fakes, gateway, tmp_path):
@@ -32,11 +29,14 @@ async def test_redis_killed_and_restarted_under_load(own_redis, fakes, gateway, 
     gw = await gateway(doc)
     headers = {"Authorization": f"Bearer {KEY}"}
     seen: dict = {}
-    stop = time.monotonic() + 2.0 + 2.0 * chaos_scale()  # load outlasts the restart; longer in the long run
+    done = asyncio.Event()  # load runs until the restart has been served through
+
+    def count(status, retry_after=None) -> int:
+        return seen.get((status, retry_after), 0)
 
     async def client(session, c):
         i = 0
-        while time.monotonic() < stop:
+        while not done.is_set():
             i += 1
             body = {"model": "small", "messages": [{"role": "user", "content": f"c{c} r{i} " * (1 + i % 5)}],
                     "stream": i % 2 == 0}
@@ -48,11 +48,14 @@ async def test_redis_killed_and_restarted_under_load(own_redis, fakes, gateway, 
             await asyncio.sleep(0.01)
 
     async def chaos():
-        await asyncio.sleep(1.0)
+        await wait_for(lambda: count(200) >= 10, timeout_s=10)  # load is flowing
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
-        await asyncio.sleep(1.0)
+        await wait_for(lambda: count(503, True) >= 5 * chaos_scale(), timeout_s=10)  # the outage is felt
         procs.append(await asyncio.to_thread(start_redis, port, data))  # same dir: replays the AOF
+        served = count(200)
+        await wait_for(lambda: count(200) >= served + 10, timeout_s=15)  # and served again after it
+        done.set()
 
     async with aiohttp.ClientSession() as session:
         clients = (client(session, c) for c in range(4 * chaos_scale()))
@@ -61,14 +64,12 @@ async def test_redis_killed_and_restarted_under_load(own_redis, fakes, gateway, 
         assert set(seen) <= {(200, None), (503, True)}, seen   # nothing but served or the documented 503
         assert seen.get((503, True), 0) > 0 and seen.get((200, None), 0) > 0
         # recovered by itself; this request's settle also replays the settles queued during the outage
-        deadline = time.monotonic() + 10
-        while True:
+        async def served_after() -> bool:
             async with session.post(f"{gw.url}/v1/chat/completions", headers=headers,
                                     json={"model": "small", "messages": [{"role": "user", "content": "after"}]}) as r:
-                assert r.status == 200 or time.monotonic() < deadline, r.status
-                if r.status == 200:
-                    break
-            await asyncio.sleep(0.2)
+                return r.status == 200
+
+        await wait_for(served_after, timeout_s=10, interval_s=0.2)
         records = read_records([str(p) for p in logs.glob("*.jsonl")])
         logged = sum(r.cost_micro for r in records if r.tenant == "chaos")
         async with session.get(f"{gw.url}/v1/usage", headers=headers) as r:

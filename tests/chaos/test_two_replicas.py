@@ -3,7 +3,6 @@ and quality adjustments are shared state, so a client sees one gateway whichever
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 import pytest
@@ -11,7 +10,8 @@ import redis.asyncio as aioredis
 
 from gateway.quality.config import QualityConfig
 from gateway.quality.store import QualityStore
-from replica_stack import ADMIN_KEY, SHARED_REDIS, ReplicaStack, tenant_key
+from tests.chaos.replica_stack import ADMIN_KEY, ReplicaStack, tenant_key
+from tests.support import SHARED_REDIS, wait_for
 
 LIMIT = 7
 TENANTS = {"limited": {"rate_limits": {"requests_per_minute": LIMIT}},
@@ -67,27 +67,36 @@ async def test_spend_from_both_replicas_is_visible_from_either(stack):
             assert status == 200
             u = body["usage"]
             costs.append(u["prompt_tokens"] * 1.0 + u["completion_tokens"] * 2.0)  # micro-USD at $1/$2 per Mtok
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and await spend(stack.urls[0]) < sum(costs):
-            await asyncio.sleep(0.1)  # settles are written after the answer
+        await wait_for(lambda: _reached(spend(stack.urls[0]), sum(costs)), timeout_s=10)  # settled after the answer
         seen = [await spend(url) for url in stack.urls]
     assert seen[0] == seen[1] == round(sum(costs)), (seen, costs)
 
 
+async def _reached(value, target) -> bool:
+    return await value >= target
+
+
 async def test_conversation_sticks_to_its_upstream_across_replicas(stack):
+    client = aioredis.Redis.from_url(SHARED_REDIS)
+
+    async def affinity_keys() -> int:
+        return len([k async for k in client.scan_iter(match=stack.prefix + "aff:*", count=1000)])
+
     async with aiohttp.ClientSession() as session:
         backends = set()
         for c in range(6):
             history = user(f"conversation {c}: " + "a long shared system context that gets cached. " * 8)
+            known = await affinity_keys()
             status, headers, body = await chat(session, stack.urls[0], "affine", history)
             assert status == 200
             first = headers["x-tiergate-backend"]
             backends.add(first)
             history = history + [body["choices"][0]["message"], {"role": "user", "content": "and then?"}]
-            await asyncio.sleep(0.3)  # the affinity write is fire-and-forget
+            await wait_for(lambda: _reached(affinity_keys(), known + 1), timeout_s=10)  # written after the answer
             for _ in range(3):
                 status, headers, _ = await chat(session, stack.urls[1], "affine", history)
                 assert status == 200 and headers["x-tiergate-backend"] == first, (c, first, headers)
+    await client.aclose()
     assert len(backends) == 2, backends  # conversations were spread, so sticking was not luck
 
 
@@ -104,11 +113,11 @@ async def test_quality_adjustment_written_once_is_read_by_both(stack):
                 assert r.status == 200
                 return await r.json()
 
-        deadline = time.monotonic() + 10
-        views = [await view(url) for url in stack.urls]
-        while time.monotonic() < deadline and not all(v["threshold_shift"] for v in views):
-            await asyncio.sleep(0.2)  # replicas re-read shared state every refresh_s
+        async def views_shifted():  # replicas re-read shared state every refresh_s
             views = [await view(url) for url in stack.urls]
+            return all(v["threshold_shift"] for v in views) and views
+
+        views = await wait_for(views_shifted, timeout_s=10)
     for v in views:
         assert v["tiers"]["small"]["adjustment_steps"] == 1
         assert v["tiers"]["small"]["window"] == {"samples": 4, "failed": 4, "failure_rate": 1.0}

@@ -18,21 +18,17 @@ import json
 import queue
 import re
 import signal
-import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import openai
 import pytest
 
-from benchmarks.chaos import chaos_scale
+from measure.scale import chaos_scale
 from policies.keys import hash_key
 from policies.usage_log import read_records
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "gateway"))  # the gateway tests' real-process stack
-from e2e_stack import Stack, tier  # noqa: E402
+from tests.gateway.e2e_stack import Stack, tier
 
 TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it

@@ -7,19 +7,16 @@ OpenAI upstreams (this is about the gateway's accounting, not the models). One t
 worker next to a live one (failover), one has only a dead worker (escalation), team-b has a tiny
 soft budget (policy downgrades) and team-a pinned routes.
 
-Prometheus: the `prometheus` binary (Debian package; installed with apt-get when missing and
-running as root, see dash_helpers.find_prometheus). The same figures are always also computed
-from the gateway's /metrics with the Prometheus text parser, so without Prometheus the ledger is
-still checked.
+Prometheus: the `prometheus` binary (Debian package, installed by `make setup`; the test fails
+without it). The same figures are also computed from the gateway's /metrics with the Prometheus
+text parser.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import defaultdict
@@ -31,13 +28,13 @@ import pytest
 import redis
 import yaml
 
-from benchmarks.fake_upstream import start_fake
-from dash_helpers import ROOT, Prometheus, dashboards, find_prometheus, samples, substitute
+from tests.dashboards.dash_helpers import ROOT, Prometheus, dashboards, prometheus_binary, samples, substitute
 from dashboards import cost
 from dashboards.promql import dashboard_exprs
 from dashboards.scrape_config import render
-from e2e_stack import free_port
-from gw_helpers import SHARED_REDIS
+from launcher import commands
+from launcher.group import clean_env
+from tests.support import SHARED_REDIS, free_port, start_fake, wait_for
 from policies.costs import request_cost_micro, tier_price
 
 KEYS = {"team-a": "sk-team-a-example", "team-b": "sk-team-b-example", None: None}  # None: anonymous "local"
@@ -182,24 +179,16 @@ async def running(tmp_path):
     port = free_port()
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(_config(tmp_path, live, failing_url, f"http://127.0.0.1:{free_port()}", prefix)))
-    env = {k: v for k, v in os.environ.items() if k not in ("TIERGATE_REDIS_URL", "PROMETHEUS_MULTIPROC_DIR")}
-    gateway = subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(config), "--host", "127.0.0.1",
-                                "--port", str(port), "--workers", "2"], cwd=ROOT, env=env,
+    gateway = subprocess.Popen(commands.gateway_processes(config, port, workers=2), cwd=ROOT, env=clean_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    prom = None
-    binary = find_prometheus()
-    if binary:
-        scrape = tmp_path / "prometheus.yml"
-        scrape.write_text(render(f"127.0.0.1:{port}", [live.removeprefix("http://")], interval_s=1))
-        prom = Prometheus(binary, scrape, tmp_path / "tsdb", free_port())
-    else:
-        print("prometheus is not installed and could not be: checking the /metrics text parser figures only")
+    scrape = tmp_path / "prometheus.yml"
+    scrape.write_text(render(f"127.0.0.1:{port}", [live.removeprefix("http://")], interval_s=1))
+    prom = Prometheus(prometheus_binary(), scrape, tmp_path / "tsdb", free_port())
     try:
         yield type("Running", (), {"url": f"http://127.0.0.1:{port}", "prom": prom, "usage_dir": tmp_path / "usage",
                                    "gateway": gateway})
     finally:
-        if prom:
-            prom.close()
+        prom.close()
         gateway.send_signal(signal.SIGTERM)
         try:
             gateway.wait(timeout=15)
@@ -246,10 +235,8 @@ async def _settled_usage(session, url: str, expected_requests: int) -> dict:
 async def test_cost_queries_match_the_usage_ledger(running):
     async with aiohttp.ClientSession() as session:
         await _wait_healthy(session, running.url, running.gateway)
-        if running.prom:
-            await running.prom.wait_ready(session)
-            while await running.prom.last_scrape(session, "tiergate-gateway") == 0:  # series seen at 0 first
-                await asyncio.sleep(0.2)
+        await running.prom.wait_ready(session)
+        await wait_for(lambda: running.prom.last_scrape(session, "tiergate-gateway"), timeout_s=30)  # series at 0 first
         started = time.time()
         jobs = _workload()
         clients = {t: openai.AsyncOpenAI(base_url=running.url + "/v1", api_key=key or "none", max_retries=0, timeout=30)
@@ -276,11 +263,13 @@ async def test_cost_queries_match_the_usage_ledger(running):
         assert {"explicit", "pinned", "policy_downgrade", "escalation", "failover"} <= reasons  # "classifier": see
         # test_dashboard_metrics_live (here the ONNX classifier's levels meet clamps and dead tiers)
 
-        if running.prom is None:
-            return
         done = time.time()
-        while (at := await running.prom.last_scrape(session, "tiergate-gateway")) <= done:
-            await asyncio.sleep(0.2)
+
+        async def scraped_since() -> float:
+            at = await running.prom.last_scrape(session, "tiergate-gateway")
+            return at if at > done else 0.0
+
+        at = await wait_for(scraped_since, timeout_s=30)
         figures = await _prometheus_figures(running.prom, session, at, int(at - started) + 120)
         _check_against_ledger(figures, ledger, "Prometheus")
         _assert_cents(figures["total"], actual_micro, "Prometheus spend in range")

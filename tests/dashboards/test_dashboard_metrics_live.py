@@ -12,9 +12,9 @@ import urllib.request
 import openai
 import pytest
 
-from dash_helpers import dashboards, exposed_names, samples
+from tests.dashboards.dash_helpers import dashboards, exposed_names, samples
 from dashboards.promql import dashboard_exprs, metric_names
-from e2e_stack import MODEL, Stack
+from tests.gateway.e2e_stack import MODEL, Stack
 
 
 def _tiers(urls: list[str]) -> list[dict]:
@@ -36,8 +36,11 @@ def live(tmp_path_factory):
         client = openai.OpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0, timeout=120)
         question = [{"role": "user", "content": "Name one colour."}]
         client.chat.completions.create(model="auto", messages=question, max_tokens=3)
-        stream = client.chat.completions.create(model="large", messages=question, max_tokens=4, stream=True)
-        assert "".join((c.choices[0].delta.content or "") for c in stream if c.choices) is not None
+        stream = client.chat.completions.create(model="large", messages=question, max_tokens=4, stream=True,
+                                                temperature=0)
+        chunks = [c.choices[0] for c in stream if c.choices]
+        assert "".join(c.delta.content or "" for c in chunks).strip(), chunks  # the stream carried text
+        assert chunks[-1].finish_reason in ("stop", "length"), chunks
         client.completions.create(model="small", prompt="The sky is", max_tokens=3)
         yield _scrape(stack.url), _scrape(stack.worker_urls[0])
     finally:

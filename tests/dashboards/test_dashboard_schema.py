@@ -8,8 +8,9 @@ import subprocess
 import pytest
 import yaml
 
-from dash_helpers import ROOT, dashboards
+from tests.dashboards.dash_helpers import ROOT, dashboards
 from dashboards.generate import main as generate
+from launcher.prometheus import main as write_scrape_config
 from dashboards.promql import dashboard_exprs, metric_names
 
 DS_VARIABLE = "${datasource}"
@@ -118,6 +119,10 @@ def test_json_files_match_their_builders():
     assert generate(["--check"]) == 0, "run `python -m dashboards.generate` and commit the result"
 
 
+def test_scrape_config_matches_the_default_stack_config():
+    assert write_scrape_config(["--check"]) == 0, "run `python -m launcher.prometheus` and commit the result"
+
+
 def test_provisioning_files():
     folder = ROOT / "dashboards" / "provisioning"
     sources = yaml.safe_load((folder / "datasources" / "tiergate-prometheus.yaml").read_text())
@@ -132,11 +137,11 @@ def test_scrape_config_targets_the_default_stack():
     jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in doc["scrape_configs"]}
     assert jobs["tiergate-gateway"] == ["127.0.0.1:8080"]
     assert jobs["tiergate-workers"] == ["127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:8103"]
-    promtool = shutil.which("promtool")
-    if promtool:  # the Debian prometheus package ships it; the YAML checks above run everywhere
-        done = subprocess.run([promtool, "check", "config", str(ROOT / "dashboards" / "prometheus.yml")],
-                              capture_output=True, text=True, timeout=30)
-        assert done.returncode == 0, done.stdout + done.stderr
+    promtool = shutil.which("promtool")  # shipped with the Debian prometheus package (`make setup`)
+    assert promtool, "promtool is not installed: run `make setup`"
+    done = subprocess.run([promtool, "check", "config", str(ROOT / "dashboards" / "prometheus.yml")],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("expr, expected", [

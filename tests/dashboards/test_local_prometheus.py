@@ -1,4 +1,4 @@
-"""`gateway.stack --prometheus`: the Prometheus the local stack starts scrapes the gateway."""
+"""`python -m launcher --prometheus`: the Prometheus the local stack starts scrapes the gateway."""
 from __future__ import annotations
 
 import asyncio
@@ -8,15 +8,16 @@ import aiohttp
 import pytest
 import yaml
 
-from dash_helpers import find_prometheus
-from dashboards import local_prometheus
-from dashboards.scrape_config import render, worker_targets
-from e2e_stack import free_port
+from tests.dashboards.dash_helpers import prometheus_binary
+from dashboards.scrape_config import render
+from launcher import prometheus as local_prometheus
+from launcher.workers import worker_targets
+from tests.support import free_port
 from gateway.app import build_app, start_site
 from gateway.classify import PromptLengthClassifier
 from gateway.config import load_config
 from gateway.state import GatewayState
-from gw_helpers import tier
+from tests.gateway.gw_helpers import tier
 
 
 @pytest.fixture
@@ -49,12 +50,10 @@ async def test_modes_without_the_binary(tmp_path, monkeypatch, gateway_for):
 async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
     workers = ["http://127.0.0.1:8101", "http://127.0.0.1:8102", "http://remote.example:8000"]
     config, gateway_port = await gateway_for([tier("small", 1, workers[:2]), tier("large", 3, workers[2:])])
-    if find_prometheus() is None:  # fallback: the scrape config it would run (--prometheus on refuses, above)
-        print("prometheus is not installed and cannot be installed here: checking the scrape config only")
-        doc = yaml.safe_load(render(f"127.0.0.1:{gateway_port}", worker_targets(config)))
-        assert [job["static_configs"][0]["targets"] for job in doc["scrape_configs"]] == [
-            [f"127.0.0.1:{gateway_port}"], ["127.0.0.1:8101", "127.0.0.1:8102", "remote.example:8000"]]
-        return
+    doc = yaml.safe_load(render(f"127.0.0.1:{gateway_port}", worker_targets(config)))
+    assert [job["static_configs"][0]["targets"] for job in doc["scrape_configs"]] == [
+        [f"127.0.0.1:{gateway_port}"], ["127.0.0.1:8101", "127.0.0.1:8102", "remote.example:8000"]]
+    prometheus_binary()  # installed by `make setup`; missing, the test fails here
     port = free_port()
     proc = await asyncio.to_thread(local_prometheus.start, config, gateway_port, "on", port, tmp_path)
     try:

@@ -1,8 +1,8 @@
 import pytest
 from hypothesis import HealthCheck, settings
 
-from benchmarks.chaos import chaos_scale
-from live_stack import LiveStack
+from measure.scale import chaos_scale
+from tests.fuzz.live_stack import LiveStack
 
 # The fuzz tests' Hypothesis settings, picked by TIERGATE_FUZZ_PROFILE (benchmarks/chaos.py):
 # `tiergate-fuzz` (default, `make test`): bounded and derandomized, the same inputs every run;

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import http.client
 import json
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
 import yaml
 
 from policies.keys import hash_key
-from benchmarks.processes import free_port, wait_for_port  # noqa: E402
+from launcher import commands
+from launcher.group import ProcessGroup
+from tests.support import SHARED_REDIS, delete_prefix, free_port
 
 ROOT = Path(__file__).parents[2]
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
 ADMIN_KEY = "sk-admin-" + uuid.uuid4().hex
 TENANT_KEY = "sk-tenant-" + uuid.uuid4().hex
 BODY_LIMIT = 256 * 1024
@@ -53,30 +51,19 @@ class LiveStack:
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.prefix = f"tgfuzz:{uuid.uuid4().hex[:10]}:"
-        self.log_path = tmp / "gateway.log"
-        self.procs: list[subprocess.Popen] = []
+        self.group = ProcessGroup(tmp)
         self.port = free_port()
 
     def start(self) -> "LiveStack":
         up_port = free_port()
-        self._spawn([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(up_port)], subprocess.DEVNULL)
+        self.group.spawn("upstream", commands.fake_upstream(up_port))
         config = self.tmp / "tiergate.yaml"
         config.write_text(yaml.safe_dump(gateway_config(f"http://127.0.0.1:{up_port}", self.prefix,
                                                         str(self.tmp / "usage"))))
-        self._log = open(self.log_path, "wb")
-        self.gateway = self._spawn([sys.executable, "-m", "gateway.serve", "--config", str(config),
-                                    "--host", "127.0.0.1", "--port", str(self.port)], self._log)
-        self._wait(up_port)
-        self._wait(self.port)
+        self.gateway = self.group.spawn("gateway", commands.gateway_serve(config, self.port))
+        self.group.wait_port(up_port, 30)
+        self.group.wait_port(self.port, 30)
         return self
-
-    def _spawn(self, command: list[str], out) -> subprocess.Popen:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        return proc
-
-    def _wait(self, port: int) -> None:
-        wait_for_port(port, self.procs, 30, logs=lambda: self.logs()[-3000:])
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
                 timeout: float = 15.0) -> Response:
@@ -98,24 +85,12 @@ class LiveStack:
         return self.gateway.poll() is None and self.request("GET", "/health").status == 200
 
     def logs(self) -> str:
-        if hasattr(self, "_log"):
-            self._log.flush()
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        """Everything the gateway process has printed (keys must never appear there)."""
+        return self.group.log_text("gateway")
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if hasattr(self, "_log"):
-            self._log.close()
-        client = redis.Redis.from_url(SHARED_REDIS)
-        keys = list(client.scan_iter(match=self.prefix + "*", count=1000))
-        for i in range(0, len(keys), 500):
-            client.delete(*keys[i:i + 500])
-        client.close()
+        self.group.stop()
+        delete_prefix(self.prefix)
 
 
 def assert_openai_error(response: Response, *statuses: int) -> dict:

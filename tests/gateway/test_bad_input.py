@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import pytest
 
 from gateway.config import ConfigError, load_config, parse_config
 from gateway.metrics import METRICS
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
+from tests.support import wait_for
 
 GOOD = {"tiers": [tier("small", 1, ["http://127.0.0.1:9"]), tier("large", 2, ["http://127.0.0.1:10"])]}
 
@@ -58,24 +59,16 @@ async def _models(client) -> set[str]:
     return {m.id for m in (await client.models.list()).data}
 
 
-async def _eventually(check, seconds=3.0):
-    for _ in range(int(seconds / 0.1)):
-        if await check():
-            return True
-        await asyncio.sleep(0.1)
-    return False
-
-
 async def test_file_change_reloads_and_bad_config_is_rejected(fakes, gateway, redis_prefix):
     (fake, url), = await fakes(1)
     doc = base_config([tier("small", 1, [url])], redis_prefix)
     gw = await gateway(doc)
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         gw.rewrite({**doc, "aliases": {"quick": "small"}})
-        assert await _eventually(lambda: _has(client, "quick"))
+        await wait_for(lambda: _has(client, "quick"), timeout_s=10)
         rejected = METRICS.reloads.labels("rejected")._value.get()
         gw.path.write_text("tiers: [{name: broken}]")
-        assert await _eventually(lambda: _counter_above(METRICS.reloads.labels("rejected"), rejected))
+        await wait_for(lambda: METRICS.reloads.labels("rejected")._value.get() > rejected, timeout_s=10)
         assert "quick" in await _models(client)  # old config kept
         answer = await client.chat.completions.create(model="quick", messages=[{"role": "user", "content": "hi"}])
         assert answer.choices[0].message.content
@@ -83,10 +76,6 @@ async def test_file_change_reloads_and_bad_config_is_rejected(fakes, gateway, re
 
 async def _has(client, model):
     return model in await _models(client)
-
-
-async def _counter_above(counter, value):
-    return counter._value.get() > value
 
 
 async def test_reload_does_not_drop_in_flight_requests(fakes, gateway, redis_prefix):
@@ -97,7 +86,7 @@ async def test_reload_does_not_drop_in_flight_requests(fakes, gateway, redis_pre
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         pending = asyncio.ensure_future(client.chat.completions.create(
             model="small", messages=[{"role": "user", "content": "hi"}]))
-        await asyncio.sleep(0.2)
+        await wait_for(lambda: old.in_flight == 1, timeout_s=5)  # the request is at the old worker
         gw.rewrite(base_config([tier("small", 1, [new_url])], redis_prefix))
         assert gw.state.reload()  # what SIGHUP triggers
         raw = await client.chat.completions.with_raw_response.create(

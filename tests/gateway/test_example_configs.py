@@ -5,7 +5,7 @@ import pytest
 
 from backends.worker import build_parser
 from gateway.config import load_config
-from gateway.stack import local_workers
+from launcher.workers import local_workers
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,19 +2,17 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import openai
 import pytest
 
 from gateway.metrics import METRICS
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
+from tests.support import free_port, wait_for
 
 
 def _closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def _client(gw) -> openai.AsyncOpenAI:
@@ -78,7 +76,8 @@ async def test_breaker_opens_after_consecutive_failures_then_half_open_probe_clo
             await client.chat.completions.create(model="t", messages=HI)
         assert len(flaky.seen) == 2 and backend.breaker_state(asyncio.get_running_loop().time()) != "closed"
         flaky.fail_status = None
-        await asyncio.sleep(0.7)  # open_s elapsed: half-open, one probe allowed
+        loop = asyncio.get_running_loop()  # after open_s the breaker lets one probe through
+        await wait_for(lambda: backend.breaker_state(loop.time()) == "half-open", timeout_s=5)
         for _ in range(6):
             await client.chat.completions.create(model="t", messages=HI)
     assert flaky.served >= 2 and backend.failures == 0 and backend.open_until == 0.0
@@ -88,13 +87,14 @@ async def test_active_health_check_takes_worker_out_and_back(fakes, gateway, red
     (sick, sick_url), (good, good_url) = await fakes(2)
     gw = await gateway(base_config([tier("t", 1, [sick_url, good_url])], redis_prefix))
     sick.healthy = False
-    await asyncio.sleep(0.5)
+    sick_backend = gw.state.pools.backends[sick_url]
+    await wait_for(lambda: not sick_backend.healthy, timeout_s=5)  # the next health round
     async with _client(gw) as client:
         for _ in range(4):
             await client.chat.completions.create(model="t", messages=HI)
         assert sick.served == 0
         sick.healthy = True
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: sick_backend.healthy, timeout_s=5)
         for _ in range(4):
             await client.chat.completions.create(model="t", messages=HI)
     assert sick.served > 0
@@ -143,9 +143,5 @@ async def test_client_disconnect_cancels_upstream_request(fakes, gateway, redis_
         async with http.post(gw.url + "/v1/chat/completions", json={"model": "t", "messages": HI},
                              timeout=__import__("aiohttp").ClientTimeout(total=0.3)) as response:
             await response.read()
-    for _ in range(40):
-        if fake.disconnects == 2:
-            break
-        await asyncio.sleep(0.05)
-    assert fake.disconnects == 2 and fake.in_flight == 0
+    await wait_for(lambda: fake.disconnects == 2 and fake.in_flight == 0, timeout_s=5)
     assert gw.state.pools.backends[url].outstanding == 0

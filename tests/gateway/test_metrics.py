@@ -5,7 +5,7 @@ import re
 
 import openai
 
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
 
 
 def _value(text: str, name: str, **labels) -> float:

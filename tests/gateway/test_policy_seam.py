@@ -6,15 +6,16 @@ and a ledger of settle calls, so the gateway's side of the contract can be check
 """
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import openai
 import pytest
 
-from gateway.policy_seam import OpenDecision, OpenPolicy
+from gateway.policy_seam import OpenPolicy
+from policies.decision_types import Step, StepKind
 from wire.errors import OpenAIError
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
+from tests.support import wait_for
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,10 @@ class RecordingPolicy:
             raise OpenAIError(401, "invalid API key", code="invalid_api_key")
         return Team("team-a")
 
-    def decide(self, tenant, requested_model, scores, classifier_tier, tiers):
-        base = OpenPolicy().decide(tenant, requested_model, scores, classifier_tier, tiers)
-        return OpenDecision(base.tier_name, base.rules + ["cap:max_tokens=2"], max_tokens_cap=2, priority="batch")
+    def decide(self, tenant, request, tiers):
+        base = OpenPolicy().decide(tenant, request, tiers)
+        cap = Step(StepKind.LIMITS, {"max_tokens_cap": 2, "priority": "batch"})
+        return replace(base, steps=base.steps + (cap,), max_tokens_cap=2, priority="batch")
 
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
         if self.admitted >= self.max_requests:
@@ -71,6 +73,7 @@ async def test_auth_cap_priority_and_one_settle_per_request_despite_retries(setu
         assert answer.usage.completion_tokens == 2  # capped by the policy
     assert good.seen[-1]["body"]["max_tokens"] == 2 and good.seen[-1]["headers"]["x-tiergate-priority"] == "batch"
     assert len(bad.seen) >= 1  # a retry happened...
+    await wait_for(lambda: len(policy.settled) >= 2, timeout_s=5)  # settles are written after the answer
     ids = [s[0] for s in policy.settled]
     assert len(ids) == 2 and len(set(ids)) == 2  # ...but each request settled exactly once
     assert all(s[1] == "small" and s[3] == 2 and s[2] > 0 for s in policy.settled)
@@ -85,10 +88,7 @@ async def test_cut_stream_settles_tokens_streamed_so_far(setup):
     with pytest.raises(openai.APIError):
         async for _ in stream:
             pass
-    for _ in range(20):
-        if policy.settled:
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: policy.settled, timeout_s=5)
     assert len(policy.settled) == 1 and policy.settled[0][3] == 1
 
 
@@ -103,5 +103,6 @@ async def test_admission_refusal_is_429_with_retry_after_and_no_settle(setup, ht
     async with http.post(gw.url + "/v1/route", headers={"Authorization": "Bearer key-a"},
                          json={"model": "auto", "prompt": "hi"}) as response:
         decision = await response.json()
-    assert decision["rules"][-1] == "cap:max_tokens=2" and decision["tenant"] == "team-a"
+    assert decision["steps"][-1] == {"step": "limits", "max_tokens_cap": 2, "priority": "batch"}
+    assert decision["tenant"] == "team-a" and decision["routed_by"] == "classifier"
     assert decision["priority"] == "batch"

@@ -1,26 +1,20 @@
 """`python -m gateway --workers 2`: shared port, aggregated /metrics, SIGHUP reload, clean stop."""
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
+from launcher import commands
+from launcher.group import clean_env
+from tests.support import free_port, wait_for
 
 ROOT = Path(__file__).parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _requests_total(metrics_text: str) -> float:
@@ -33,31 +27,22 @@ async def test_two_processes_share_port_metrics_and_reload_on_sighup(fakes, redi
     path = tmp_path / "tiergate.yaml"
     doc = base_config([tier("small", 1, [url])], redis_prefix)
     path.write_text(yaml.safe_dump(doc))
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("TIERGATE_REDIS_URL", "PROMETHEUS_MULTIPROC_DIR")}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(path), "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "2"], cwd=ROOT, env=env,
+    port = free_port()
+    proc = subprocess.Popen(commands.gateway_processes(path, port, workers=2), cwd=ROOT, env=clean_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                async with http.get(base + "/health") as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                await asyncio.sleep(0.1)
         pids = set()
-        for _ in range(300):  # a new connection each time: the kernel spreads them over both processes
+
+        async def both_answered() -> bool:  # a new connection each time: the kernel spreads them
             try:
                 async with http.get(base + "/health", headers={"Connection": "close"}) as response:
                     pids.add((await response.json())["pid"])
             except OSError:
                 pass
-            if len(pids) == 2:
-                break
-            await asyncio.sleep(0.05)
-        assert len(pids) == 2
+            return len(pids) == 2
+
+        await wait_for(both_answered, timeout_s=30)
         payload = {"model": "small", "messages": [{"role": "user", "content": "hi"}]}
         for _ in range(20):
             async with http.post(base + "/v1/chat/completions", json=payload,
@@ -70,10 +55,15 @@ async def test_two_processes_share_port_metrics_and_reload_on_sighup(fakes, redi
         path.write_text(yaml.safe_dump({**doc, "aliases": {"quick": "small"}}))
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the file watcher sees no change...
         proc.send_signal(signal.SIGHUP)  # ...so only SIGHUP can make both processes reload
-        await asyncio.sleep(0.5)
-        for _ in range(10):
-            async with http.get(base + "/v1/models", headers={"Connection": "close"}) as response:
-                assert "quick" in {m["id"] for m in (await response.json())["data"]}
+
+        async def all_reloaded() -> bool:  # ten fresh connections in a row, spread over both processes
+            for _ in range(10):
+                async with http.get(base + "/v1/models", headers={"Connection": "close"}) as response:
+                    if "quick" not in {m["id"] for m in (await response.json())["data"]}:
+                        return False
+            return True
+
+        await wait_for(all_reloaded, timeout_s=15)
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from gateway.config import ConfigError, parse_config
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
 
 ENV, ENV2 = "TG_TEST_UPSTREAM_KEY", "TG_TEST_UPSTREAM_KEY2"
 UPSTREAM_KEY = "sk-upstream-" + uuid.uuid4().hex

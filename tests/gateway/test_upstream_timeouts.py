@@ -17,7 +17,7 @@ import time
 import aiohttp
 import pytest
 
-from gw_helpers import base_config, tier
+from tests.gateway.gw_helpers import base_config, tier
 
 READ_S = 1.0
 BOUND_S = 10 * READ_S  # generous: a loaded 2-core machine, but far below "hangs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.open_loop import meets_slo, run_at
+from measure.open_loop import meets_slo, run_at
 from gateway.classify import PromptLengthClassifier
 
 

@@ -14,7 +14,8 @@ import redis.asyncio as aioredis
 from policies.replica import ReplicaState
 from policies.service import PolicyService
 from policies.usage_log import UsageLog
-from policy_helpers import SHARED_REDIS, TIERS, policies_config
+from tests.policies.policy_helpers import TIERS, policies_config
+from tests.support import SHARED_REDIS
 from wire.errors import OpenAIError
 
 

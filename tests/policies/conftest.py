@@ -9,7 +9,8 @@ import redis.asyncio as aioredis
 from policies.replica import ReplicaState
 from policies.service import PolicyService
 from policies.usage_log import UsageLog
-from policy_helpers import SHARED_REDIS, TIERS, delete_prefix, policies_config
+from tests.policies.policy_helpers import TIERS, policies_config
+from tests.support import SHARED_REDIS, delete_prefix_async
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ async def shared_redis():
     prefix = f"tgtest-pol:{uuid.uuid4().hex[:10]}:"
     client = aioredis.Redis.from_url(SHARED_REDIS, socket_timeout=2)
     yield client, prefix
-    await delete_prefix(client, prefix)
+    await delete_prefix_async(client, prefix)
     await client.aclose()
 
 

@@ -5,9 +5,7 @@ from dataclasses import dataclass
 
 from policies.config import parse_policies
 from policies.keys import hash_key
-from benchmarks.processes import free_port  # noqa: E402,F401  (re-exported to the tests)
 
-SHARED_REDIS = "redis://127.0.0.1:6379/0"
 TIER_NAMES = ["small", "medium", "large", "expert"]
 
 
@@ -44,11 +42,3 @@ def policies_config(tenants: dict, log_dir: str, **policy) -> object:
         raw_tenants[name] = {"keys": keys, **spec}
     policy.setdefault("usage_log", {"dir": log_dir, "fsync": "always"})
     return parse_policies(policy, raw_tenants, TIER_NAMES, "test.yaml")
-
-
-
-
-async def delete_prefix(client, prefix: str) -> None:
-    keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-    for i in range(0, len(keys), 500):
-        await client.delete(*keys[i:i + 500])

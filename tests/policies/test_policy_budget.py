@@ -8,8 +8,9 @@ import random
 import pytest
 
 from policies.costs import request_cost_micro, tier_price
+from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind
 from policies.usage_log import read_records
-from policy_helpers import TIERS
+from tests.policies.policy_helpers import TIERS
 from wire.errors import OpenAIError
 
 PRICES = {t.name: tier_price(t) for t in TIERS}
@@ -61,11 +62,13 @@ async def test_duplicate_settle_with_different_usage_is_ignored(make_service):
 async def test_soft_budget_downgrades_then_hard_budget_blocks_with_429(make_service):
     service = make_service({"acme": {"keys": ["k"], "budgets": {"daily_usd": {"soft": 0.03, "hard": 0.05}}}})
     tenant = service.authenticate("Bearer k")
-    assert service.decide(tenant, "auto", None, 3, TIERS).tier_name == "large"
+    assert service.decide(tenant, RouteRequest("auto", Signal(3)), TIERS).tier_name == "large"
     admission = await service.admit(tenant, "r1", 1000, 100)
     await service.settle(admission, "r1", "expert", 1000, 1000)          # 0.04 USD: past soft
-    decision = service.decide(tenant, "auto", None, 3, TIERS)
-    assert decision.tier_name == "medium" and decision.rules[0].startswith("soft_budget: daily soft budget 0.03")
+    decision = service.decide(tenant, RouteRequest("auto", Signal(3), explain=True), TIERS)
+    budget = [s.detail for s in decision.steps if s.kind is StepKind.SOFT_BUDGET]
+    assert decision.tier_name == "medium" and decision.routed_by is RoutedBy.POLICY
+    assert budget[0]["reason"].startswith("daily soft budget 0.03") and budget[0]["to"] == "medium"
     admission = await service.admit(tenant, "r2", 10, 100)               # still under hard: admitted
     await service.settle(admission, "r2", "expert", 1000, 0)             # 0.05 USD: hard reached
     with pytest.raises(OpenAIError) as err:

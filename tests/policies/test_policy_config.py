@@ -10,7 +10,7 @@ from policies.config import load_policies_file, parse_policies
 from policies.costs import request_cost_micro, tier_price
 from policies.fields import PolicyConfigError
 from policies.keys import KeyRing, hash_key
-from policy_helpers import TIER_NAMES, TIERS, policies_config
+from tests.policies.policy_helpers import TIER_NAMES, TIERS, policies_config
 from wire.errors import OpenAIError
 
 EXAMPLE = "policies/examples/tiergate-tenants.yaml"

@@ -7,22 +7,17 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import aiohttp
 import openai
 import pytest
 import yaml
 
+from launcher import commands
+from launcher.group import ProcessGroup
 from policies.keys import hash_key
 from policies.usage_log import read_records
-from policy_helpers import SHARED_REDIS, free_port
-
-ROOT = Path(__file__).parent.parent.parent
-
+from tests.support import SHARED_REDIS, free_port
 
 def _config(upstream: str, prefix: str, log_dir: str) -> dict:
     return {
@@ -41,50 +36,26 @@ def _config(upstream: str, prefix: str, log_dir: str) -> dict:
     }
 
 
-async def _wait_healthy(http: aiohttp.ClientSession, url: str, proc: subprocess.Popen) -> None:
-    for _ in range(300):
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        try:
-            async with http.get(url + "/health") as response:
-                if response.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{url} never became healthy")
-
-
 @pytest.fixture
 async def two_gateways(shared_redis, tmp_path):
     _, prefix = shared_redis
     up_port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("TIERGATE_REDIS_URL", "PROMETHEUS_MULTIPROC_DIR")}
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.fake_upstream", "--port", str(up_port),
-                               "--chunks", "7"], cwd=ROOT, env=env, stderr=subprocess.PIPE)]
+    group = ProcessGroup(tmp_path / "processes")
     path = tmp_path / "tiergate.yaml"
     path.write_text(yaml.safe_dump(_config(f"http://127.0.0.1:{up_port}", prefix, str(tmp_path / "logs"))))
-    urls = []
-    for _ in range(2):
-        port = free_port()
-        urls.append(f"http://127.0.0.1:{port}")
-        procs.append(subprocess.Popen([sys.executable, "-m", "gateway", "--config", str(path), "--host",
-                                       "127.0.0.1", "--port", str(port), "--workers", "1"],
-                                      cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     try:
+        upstream = group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "7"))
+        started = {f"http://127.0.0.1:{up_port}": upstream}
+        for i in range(2):
+            port = free_port()
+            started[f"http://127.0.0.1:{port}"] = group.spawn(f"gateway{i}",
+                                                              commands.gateway_processes(path, port, workers=1))
+        for url, proc in started.items():
+            await asyncio.to_thread(group.wait_healthy, url, proc, 30)
         async with aiohttp.ClientSession() as http:
-            await _wait_healthy(http, f"http://127.0.0.1:{up_port}", procs[0])
-            for url, proc in zip(urls, procs[1:]):
-                await _wait_healthy(http, url, proc)
-            yield http, urls, tmp_path / "logs"
+            yield http, list(started)[1:], tmp_path / "logs"
     finally:
-        for proc in procs:
-            proc.send_signal(signal.SIGINT)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        group.stop()
 
 
 async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gateways):
@@ -128,8 +99,9 @@ async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gate
         with pytest.raises(openai.AuthenticationError):
             await intruder.get("/usage", cast_to=object)
 
-    # the dry run shows the policy's rules
+    # the dry run shows the policy's steps
     async with http.post(urls[0] + "/v1/route", json={**body, "model": "cheap"},
                          headers={"Authorization": "Bearer sk-burst"}) as response:
         route = await response.json()
-    assert route["tier"] == "small" and "pinned_route: cheap -> small" in route["rules"]
+    assert route["tier"] == "small" and route["routed_by"] == "pinned"
+    assert {"step": "pinned", "model": "cheap", "tier": "small"} in route["steps"]

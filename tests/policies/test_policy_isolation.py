@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from policy_helpers import TIERS
+from policies.decision_types import RouteRequest, Signal
+from tests.policies.policy_helpers import TIERS
 from wire.errors import OpenAIError
 
 
@@ -68,5 +69,5 @@ async def test_tokens_per_minute_charges_the_prompt_then_settles_real_usage(make
 async def test_decide_uses_each_tenants_own_policy(make_service):
     service = make_service({"a": {"keys": ["ka"], "max_tier": "small"}, "b": {"keys": ["kb"]}})
     a, b = service.authenticate("Bearer ka"), service.authenticate("Bearer kb")
-    assert service.decide(a, "auto", None, 4, TIERS).tier_name == "small"
-    assert service.decide(b, "auto", None, 4, TIERS).tier_name == "expert"
+    assert service.decide(a, RouteRequest("auto", Signal(4)), TIERS).tier_name == "small"
+    assert service.decide(b, RouteRequest("auto", Signal(4)), TIERS).tier_name == "expert"

@@ -8,14 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).parent
-ROOT = HERE.parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def test_500_concurrent_admits_over_two_processes_admit_exactly_100(shared_redis):
     _, prefix = shared_redis
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
-    procs = [subprocess.Popen([sys.executable, str(HERE / "admit_burst_worker.py"), prefix, "250", f"p{i}"],
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.policies.admit_burst_worker", prefix, "250", f"p{i}"],
                               cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     for proc in procs:  # barrier: both are imported and connected before either starts the burst

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -17,7 +16,7 @@ from prometheus_client import REGISTRY
 
 from policies.usage_log import read_records
 from wire.errors import OpenAIError
-from benchmarks.processes import start_persistent_redis
+from tests.support import start_persistent_redis, wait_for
 
 ROOT = Path(__file__).parent.parent.parent
 
@@ -36,13 +35,13 @@ async def test_sigkill_and_restart_during_load(own_redis, make_service):
     fail_open = make_service(tenants, redis=client, on_redis_error="open", redis_timeout_s=0.5)
     fail_closed = make_service(tenants, redis=client, on_redis_error="closed", redis_timeout_s=0.5)
     outcomes = {"open_admitted": 0, "open_unlimited": 0, "closed_admitted": 0, "closed_503": 0, "other": []}
-    stop = time.monotonic() + 4.0
+    done = asyncio.Event()  # load runs until limits have been enforced again after the restart
     metric = ("tiergate_policy_redis_unavailable_total", {"operation": "admit", "action": "served_without_limits"})
     counted_before = REGISTRY.get_sample_value(*metric) or 0.0
 
     async def load(service, tenant_name: str, kind: str, worker: int) -> None:
         tenant, i = service.authenticate(f"Bearer k-{tenant_name}"), 0
-        while time.monotonic() < stop:
+        while not done.is_set():
             i += 1
             rid = f"{kind}-{worker}-{i}"
             try:
@@ -60,12 +59,18 @@ async def test_sigkill_and_restart_during_load(own_redis, make_service):
                 outcomes["other"].append((kind, repr(exc)))
             await asyncio.sleep(0.005)
 
+    def limited() -> int:
+        return outcomes["open_admitted"] - outcomes["open_unlimited"]
+
     async def chaos() -> None:
-        await asyncio.sleep(1.0)
+        await wait_for(lambda: outcomes["open_admitted"] >= 20 and outcomes["closed_admitted"] >= 20, timeout_s=10)
         procs[0].send_signal(signal.SIGKILL)
         procs[0].wait()
-        await asyncio.sleep(1.0)
+        await wait_for(lambda: outcomes["open_unlimited"] >= 5 and outcomes["closed_503"] >= 5, timeout_s=10)
         procs.append(await asyncio.to_thread(start_persistent_redis, port, data))  # same dir: replays the AOF
+        before = limited()
+        await wait_for(lambda: limited() >= before + 20, timeout_s=15)
+        done.set()
 
     await asyncio.gather(chaos(), *(load(fail_open, "op", "open", w) for w in range(4)),
                          *(load(fail_closed, "cl", "closed", w) for w in range(4)))

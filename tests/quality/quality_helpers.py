@@ -1,10 +1,7 @@
-"""Config builders and small waits shared by the quality tests."""
+"""Config builders shared by the quality tests."""
 from __future__ import annotations
 
-import asyncio
-import time
-
-from gw_helpers import SHARED_REDIS
+from tests.support import SHARED_REDIS
 
 EASY = ["Say hello.", "Hi there!", "Thanks, bye!", "What color is the sky?", "Name a fruit.",
         "Hello, how are you?", "Which continent is Kenya in?", "What is the capital of Italy?",
@@ -21,15 +18,3 @@ def two_tier_config(small_url: str, top_url: str, prefix: str, quality: dict, sm
     return {"tiers": [small, top], "redis": {"url": SHARED_REDIS, "key_prefix": prefix},
             "health": {"interval_s": 0.5, "timeout_s": 1.0}, "timeouts": {"connect_s": 1.0, "read_s": 10.0},
             "quality": quality}
-
-
-async def wait_for(predicate, timeout_s: float = 30.0, interval_s: float = 0.1):
-    """Poll an async predicate until it returns something truthy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s (last value {value!r})")
-        await asyncio.sleep(interval_s)

@@ -17,11 +17,11 @@ import yaml
 import json
 import urllib.request
 
-from e2e_stack import Stack, tier
-from quality_helpers import EASY
+from tests.gateway.e2e_stack import Stack, tier
+from tests.quality.quality_helpers import EASY
 
 QUALITY = {"sampling_rate": 1.0, "window": 20, "min_samples": 10, "trigger": 0.3, "recover": 0.15,
-           "step": 0.2, "max_steps": 1, "refresh_s": 0.25, "concurrency": 4}
+           "step": 0.3, "max_steps": 1, "refresh_s": 0.25, "concurrency": 4}
 MAX_SAMPLES = 200
 
 

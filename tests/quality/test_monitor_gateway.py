@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
-from quality_helpers import EASY, two_tier_config, wait_for
+from tests.quality.quality_helpers import EASY, two_tier_config
+from tests.support import wait_for
 
 QUALITY = {"sampling_rate": 1.0, "window": 10, "min_samples": 5, "trigger": 0.3, "recover": 0.15,
-           "step": 0.2, "max_steps": 1, "refresh_s": 0.2, "store_requests": True}
+           "step": 0.3, "max_steps": 1, "refresh_s": 0.2, "store_requests": True}
 
 
 async def _chat(http, gw, content: str, model: str = "auto", stream: bool = False, max_tokens: int = 4):

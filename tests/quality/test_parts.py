@@ -13,8 +13,8 @@ from gateway.quality.checks import Answer, failed_checks, script_of
 from gateway.quality.config import QualityConfig, parse_quality
 from gateway.quality.controller import Controller
 from gateway.quality.store import QualityStore
-from gw_helpers import SHARED_REDIS
-from quality_helpers import two_tier_config, wait_for
+from tests.quality.quality_helpers import two_tier_config
+from tests.support import SHARED_REDIS, wait_for
 from wire.errors import OpenAIError
 
 

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from classifier.runtime import METADATA_FILE, MODEL_FILE, PACKAGED_MODEL_DIR
-from quality_helpers import two_tier_config, wait_for
+from tests.quality.quality_helpers import two_tier_config
+from tests.support import wait_for
 
 ROOT = Path(__file__).parents[2]
 SEEN = ["Chile", "Kenya", "Norway", "Peru", "Egypt", "Japan", "Canada", "Brazil", "Spain", "India", "Ghana",
@@ -82,21 +83,20 @@ async def test_feedback_retrain_hot_swap_changes_route(fakes, gateway, redis_pre
                             "--feedback", str(feedback), "--out", str(trained))
 
     # swap under load: requests keep flowing while the new files land in the watched folder
-    stop = asyncio.Event()
+    stop, statuses = asyncio.Event(), []
 
-    async def traffic() -> list[int]:
-        statuses = []
+    async def traffic() -> None:
         while not stop.is_set():
             statuses.append(await _chat(http, gw, "Say hello."))
-        return statuses
 
     load = asyncio.create_task(traffic())
     for name in (MODEL_FILE, METADATA_FILE):
         shutil.copy(trained / name, watched / name)
     await wait_for(lambda: _version_changed(gw, old_version), timeout_s=15)
-    await asyncio.sleep(0.3)
+    swapped_at = len(statuses)
+    await wait_for(lambda: len(statuses) >= swapped_at + 3, timeout_s=15)  # served by the new model too
     stop.set()
-    statuses = await load
+    await load
     assert statuses and set(statuses) == {200}
 
     new_version = json.loads((trained / METADATA_FILE).read_text())["version"]

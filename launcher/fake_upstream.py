@@ -3,7 +3,7 @@
 It answers /v1/chat/completions, /v1/completions (whole or SSE-streamed, with usage),
 /v1/models and /health instantly and deterministically, and can be told to misbehave:
 answer 5xx, be unhealthy, hang, or cut a stream after some chunks.
-Run alone: `python -m benchmarks.fake_upstream --port 9001 [--chunks 8]`.
+Run alone: `python -m launcher.fake_upstream --port 9001 [--chunks 8]`.
 """
 from __future__ import annotations
 
@@ -34,11 +34,13 @@ class FakeUpstream:
         self.seen: deque[dict] = deque(maxlen=256)  # recent request bodies and headers
         self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
         self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
+        self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._completion)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         return app
@@ -49,7 +51,27 @@ class FakeUpstream:
                                  status=200 if self.healthy else 503)
 
     async def _models(self, request):
-        return web.json_response({"object": "list", "data": [{"id": self.name, "object": "model"}]})
+        card = {"id": self.name, "object": "model"}
+        if self.capabilities is not None:
+            card["capabilities"] = self.capabilities
+        return web.json_response({"object": "list", "data": [card]})
+
+    def _failing(self) -> web.Response:
+        return web.json_response({"error": {"message": f"{self.name} failing on purpose", "type": "server_error",
+                                            "param": None, "code": None}}, status=self.fail_status)
+
+    async def _embeddings(self, request):
+        """Fixed 8-float vectors, one per input; a token per 4 characters of usage."""
+        body = await request.json()
+        if self.fail_status:
+            return self._failing()
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        self.served += 1
+        tokens = sum(len(x) // 4 + 1 if isinstance(x, str) else len(x) for x in inputs)
+        return web.json_response({"object": "list", "model": body.get("model"), "usage": {
+            "prompt_tokens": tokens, "total_tokens": tokens}, "data": [
+            {"object": "embedding", "index": i, "embedding": [0.125] * 8} for i in range(len(inputs))]})
 
     async def _chat(self, request):
         return await self._generate(request, chat=True)
@@ -77,8 +99,7 @@ class FakeUpstream:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         if self.fail_status:
-            return web.json_response({"error": {"message": f"{self.name} failing on purpose", "type": "server_error",
-                                                "param": None, "code": None}}, status=self.fail_status)
+            return self._failing()
         if body.get("model") == "reject-me":
             return web.json_response({"error": {"message": "model rejected upstream", "type": "invalid_request_error",
                                                 "param": "model", "code": "model_not_found"}}, status=404)

@@ -1,11 +1,12 @@
-"""Starting and stopping local processes for benchmarks and tests: free ports, waiting
-for a port, our own persistent redis-server, and cleaning a key prefix off Redis."""
+"""Starting and stopping local processes: free ports, waiting for a port or a /health, our own
+persistent redis-server, and cleaning a key prefix off Redis."""
 from __future__ import annotations
 
 import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import redis
@@ -40,6 +41,22 @@ def wait_for_port(port: int, procs: list[subprocess.Popen], timeout_s: float = 6
         except OSError:
             time.sleep(0.1)
     raise RuntimeError(f"port {port} never opened\n{logs()}")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float, path: str = "/health") -> bool:
+    """Poll url+path until it answers 200; False if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url + path, timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
 
 
 def start_persistent_redis(port: int, data: Path) -> subprocess.Popen:

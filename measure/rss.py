@@ -61,10 +61,10 @@ def describe(pid: int) -> dict:
         argv = []
     module, port = _flag(argv, "-m"), _flag(argv, "--port")
     known = {"backends.worker": ("worker", f"worker:{port}"),
-             "benchmarks.fake_upstream": ("upstream", f"upstream:{port}"),
+             "launcher.fake_upstream": ("upstream", f"upstream:{port}"),
              "gateway.serve": ("gateway", f"gateway:{port}"),
              "gateway": ("gateway", f"gateway-supervisor:{port}"),
-             "gateway.stack": ("launcher", "stack-launcher")}
+             "launcher": ("launcher", "stack-launcher")}
     if module in known:
         role, label = known[module]
     else:

@@ -1,0 +1,68 @@
+"""`python -m benchmarks.engine_profile [--quantization int4] [--steps 32]`: where one batch-1
+decode step of SmolLM2 spends its time. Runs one ~300-token prompt through prefill, then times
+`--steps` decode steps of the engine, then profiles the same number more with the torch
+profiler and prints the top operators by self CPU time. Last line: one JSON object with ms per
+step, the share of the step inside aten ops by family (linear kernels, attention, the rest) and
+the remainder outside any op (Python: the HF model's modules, our step metadata, sampling)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from backends.engine import EngineConfig, SamplingParams  # noqa: E402
+from backends.engine.llm_engine import LLMEngine  # noqa: E402
+from benchmarks.streaming_load import synthetic_prompts  # noqa: E402
+
+FAMILIES = {  # aten op name fragments -> family
+    "linear": ("addmm", "aten::mm", "matmul", "linear", "_weight_int4pack_mm", "_weight_int8pack_mm"),
+    "attention": ("scaled_dot_product", "index_select", "index_copy", "softmax", "_flash_attention"),
+}
+
+
+def family(name: str) -> str:
+    return next((f for f, keys in FAMILIES.items() if any(k in name for k in keys)), "other ops")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quantization", choices=["int8", "int4"])
+    parser.add_argument("--steps", type=int, default=32)
+    args = parser.parse_args()
+    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=64 << 20, quantization=args.quantization))
+    prompt = engine.tokenizer.encode(synthetic_prompts(1, 300, 300, seed=0)[0])
+    engine.add_request(prompt, SamplingParams(max_tokens=3 * args.steps + 8, temperature=0.0, ignore_eos=True))
+    for _ in range(4):  # prefill and warm-up
+        engine.step()
+    began = time.perf_counter()
+    for _ in range(args.steps):
+        engine.step()
+    step_ms = (time.perf_counter() - began) / args.steps * 1e3
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        began = time.perf_counter()
+        for _ in range(args.steps):
+            engine.step()
+        profiled_ms = (time.perf_counter() - began) / args.steps * 1e3
+    events = prof.key_averages()
+    print(events.table(sort_by="self_cpu_time_total", row_limit=18))
+    shares: dict[str, float] = {}
+    for event in events:
+        shares[family(event.key)] = shares.get(family(event.key), 0.0) + event.self_cpu_time_total / 1e3 / args.steps
+    in_ops = sum(shares.values())
+    result = {"quantization": args.quantization or "fp32", "prompt_tokens": len(prompt), "ms_per_step": round(step_ms, 2),
+              "profiled_ms_per_step": round(profiled_ms, 2),
+              "ms_per_step_in_ops": {k: round(v, 2) for k, v in sorted(shares.items())},
+              "ms_per_step_outside_ops": round(profiled_ms - in_ops, 2), "threads": torch.get_num_threads(),
+              "load_average": [round(x, 2) for x in os.getloadavg()]}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

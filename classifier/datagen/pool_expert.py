@@ -1,0 +1,52 @@
+"""Tier 4 requests: proofs, competition problems, system design at scale, research-level
+or deep domain questions. Many are deliberately short: brevity is not easiness."""
+
+EXPERT = [
+    # short-but-hard: proofs and competition problems
+    "Prove that there are infinitely many primes.", "Prove that sqrt(2) is irrational.",
+    "prove there are infinitely many primes of the form 4k+3", "Prove that $e$ is irrational.",
+    "Show that every group of order $p^2$ is abelian.", "Prove the Cauchy-Schwarz inequality.",
+    "Prove that a tree with n vertices has n-1 edges.", "Prove Fermat's little theorem.",
+    "Find all functions $f:\\mathbb{R}\\to\\mathbb{R}$ with $f(x+y)=f(x)+f(y)$ and $f$ continuous.",
+    "Find all positive integers n such that $n^2 + 1$ divides $n^3 + 3$.",
+    "How many ways can you tile a 2x10 board with dominoes? Prove your recurrence.",
+    "Let $a,b,c>0$ with $abc=1$. Prove $a+b+c \\ge 3$.",
+    "Determine all primes p for which $2^p + p^2$ is prime.",
+    "Show that $\\sum_{n=1}^\\infty 1/n^2 = \\pi^2/6$.", "Prove the halting problem is undecidable.",
+    "Prove that the real numbers are uncountable.", "Is P = NP? Explain what a proof would need to show and why known techniques fail.",
+    "Prove that $\\mathbb{Z}[i]$ is a Euclidean domain.", "Show that every planar graph is 5-colourable.",
+    "Find the number of integer solutions to $x^2 + y^2 = 5^{10}$.",
+    "Let p be an odd prime. Prove that -1 is a quadratic residue mod p iff p ≡ 1 mod 4.",
+    "Compute $\\int_0^\\infty \\frac{\\sin x}{x} dx$ rigorously.",
+    "prove that the harmonic series diverges and that the alternating one converges",
+    "A point is chosen uniformly in a unit square. Find the expected distance to the nearest side and prove it.",
+    # short-but-hard: system design asks
+    "Design Twitter's home timeline.", "Design the Twitter timeline and search", "design a url shortener at scale",
+    "Design Uber's ride matching system.", "Design a distributed rate limiter.", "design youtube",
+    "Design a globally distributed key-value store with tunable consistency.",
+    "How would you build Google Docs' real-time collaboration?", "Design a payment system that never double-charges.",
+    "Design a web crawler that fetches a billion pages a month.", "Design a chat system like WhatsApp for 500M users.",
+    "Design a distributed job scheduler with exactly-once execution semantics.",
+    "Design the backend for a stock exchange matching engine with microsecond latency.",
+    "How would you design a multi-region active-active database for a bank?",
+    # research-level and deep domain
+    "Explain the proof strategy of the Poincaré conjecture and Perelman's use of Ricci flow with surgery.",
+    "Derive the Black-Scholes equation from first principles and discuss where its assumptions fail in practice.",
+    "Critically appraise the evidence for intermittent fasting on longevity in humans, distinguishing RCTs from observational studies.",
+    "Propose a synthesis route for ibuprofen from isobutylbenzene and discuss green-chemistry improvements.",
+    "Threat-model a hospital's patient portal: assets, attackers, attack trees and mitigations ranked by risk.",
+    "Compare Paxos and Raft in depth: safety arguments, liveness conditions, membership changes, and real-world failure modes.",
+    "Derive the attention mechanism's computational complexity and survey three sub-quadratic alternatives with their trade-offs.",
+    "Explain how the Higgs mechanism gives mass to W and Z bosons but not photons, with the relevant Lagrangian terms.",
+    "Assess the historiography of the fall of the Western Roman Empire, from Gibbon to recent archaeology.",
+    "Design an experiment to test whether a new drug reduces stroke risk, including power analysis, randomisation and stopping rules.",
+    "Prove that linearizability is composable and sequential consistency is not, with a counterexample.",
+    "Explain the CAP theorem's formal statement, prove it, and discuss why PACELC is a more useful framing.",
+    "Write a lock-free multi-producer multi-consumer queue in C++ and argue its correctness under the C++ memory model.",
+    "Design and implement a compiler pass that performs escape analysis for a Java-like language; discuss soundness.",
+    "Build a type checker for the simply typed lambda calculus with let-polymorphism (Hindley-Milner) and explain algorithm W.",
+    # long tasks with many interacting constraints
+    "Design a data platform for a hospital network of 40 sites: ingestion from HL7 feeds, de-identification, a lakehouse, access control per role, audit, disaster recovery with RPO 5 minutes, and a migration plan from nightly CSV exports; justify each choice.",
+    "Plan the architecture for a video streaming startup expecting 2M daily users: encoding pipeline, CDN strategy, DRM, recommendations, cost model per user, and a failure analysis for each component.",
+    "Write a formal specification in TLA+ for a two-phase commit protocol and explain which invariants you'd model-check.",
+]

@@ -1,0 +1,74 @@
+"""/v1/embeddings through a live gateway (real MiniLM worker, real Redis, tenants), with the openai SDK.
+
+The chat tier points at a dead port here: embeddings must not depend on it."""
+from __future__ import annotations
+
+import urllib.request
+
+import numpy as np
+import openai
+import pytest
+
+from tests.gateway.dropin_stack import module_stack
+
+stack = module_stack("emb", chat=False)
+
+
+def _metric(stack, name: str, **labels) -> float:
+    text = urllib.request.urlopen(stack.url + "/metrics", timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_sdk_embeddings_default_base64_and_float(stack):
+    with stack.openai() as client:
+        default = client.embeddings.create(model="minilm", input=["hello there", "general kenobi"])
+        floats = client.embeddings.create(model="text-embedding-3-small", input=["hello there", "general kenobi"],
+                                          encoding_format="float")
+    assert len(default.data) == 2 and len(default.data[0].embedding) == 384
+    assert np.allclose(default.data[1].embedding, floats.data[1].embedding, atol=1e-6)
+    assert default.model == "minilm" and default.usage.prompt_tokens > 0
+
+
+def test_one_usage_record_per_request_and_metrics(stack):
+    before_records = len(stack.usage_records())
+    before_tokens = _metric(stack, "tiergate_tokens_total", tenant="beta", tier="minilm", direction="in")
+    with stack.openai("beta") as client:
+        raw = client.embeddings.with_raw_response.create(model="minilm", input=["one", "two", "three"])
+        out = raw.parse()
+    assert raw.headers["x-tiergate-tier"] == "minilm"
+    records = stack.usage_records(before_records + 1)
+    assert len(records) == before_records + 1
+    mine = records[-1]
+    assert (mine.tenant, mine.tier, mine.prompt_tokens, mine.completion_tokens) == \
+        ("beta", "minilm", out.usage.prompt_tokens, 0)
+    assert mine.cost_micro >= 1
+    after = _metric(stack, "tiergate_tokens_total", tenant="beta", tier="minilm", direction="in")
+    assert after - before_tokens == out.usage.prompt_tokens
+
+
+def test_tenant_rate_limit_applies(stack):
+    with stack.openai("limited") as client:
+        for _ in range(2):
+            client.embeddings.create(model="minilm", input="within the limit")
+        with pytest.raises(openai.RateLimitError) as err:
+            client.embeddings.create(model="minilm", input="over the limit")
+    assert err.value.body["code"] == "rate_limit_exceeded"
+
+
+def test_auth_and_routing_errors(stack):
+    with openai.OpenAI(base_url=stack.url + "/v1", api_key="sk-wrong", max_retries=0) as bad:
+        with pytest.raises(openai.AuthenticationError):
+            bad.embeddings.create(model="minilm", input="x")
+    with stack.openai() as client:
+        with pytest.raises(openai.BadRequestError) as err:
+            client.embeddings.create(model="auto", input="x")
+        assert err.value.body["param"] == "model"
+        with pytest.raises(openai.NotFoundError):
+            client.embeddings.create(model="small", input="x")  # a chat tier serves no embeddings
+        with pytest.raises(openai.BadRequestError) as err:
+            client.embeddings.create(model="minilm", input="x", dimensions=64)
+        assert err.value.body["param"] == "dimensions"  # the worker's verdict, passed through
