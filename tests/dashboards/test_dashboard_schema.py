@@ -136,7 +136,7 @@ def test_scrape_config_targets_the_default_stack():
     doc = yaml.safe_load((ROOT / "dashboards" / "prometheus.yml").read_text())
     jobs = {job["job_name"]: job["static_configs"][0]["targets"] for job in doc["scrape_configs"]}
     assert jobs["tiergate-gateway"] == ["127.0.0.1:8080"]
-    assert jobs["tiergate-workers"] == ["127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:8103"]
+    assert jobs["tiergate-workers"] == ["127.0.0.1:8101", "127.0.0.1:8102", "127.0.0.1:8103", "127.0.0.1:8104"]
     promtool = shutil.which("promtool")  # shipped with the Debian prometheus package (`make setup`)
     assert promtool, "promtool is not installed: run `make setup`"
     done = subprocess.run([promtool, "check", "config", str(ROOT / "dashboards" / "prometheus.yml")],
