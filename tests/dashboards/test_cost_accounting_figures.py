@@ -227,7 +227,9 @@ async def _settled_usage(session, url: str, expected_requests: int) -> dict:
             usage = await response.json()
         settled = sum(t["requests"] for r in usage["data"] for d in r["days"] for t in d["tiers"].values())
         if settled >= expected_requests or time.monotonic() > deadline:
-            assert settled == expected_requests
+            breakdown = {(r["tenant"], d["date"], tier): t["requests"] for r in usage["data"] for d in r["days"]
+                         for tier, t in d["tiers"].items()}
+            assert settled == expected_requests, f"settled requests by (tenant, day, tier): {breakdown}"
             return usage
         await asyncio.sleep(0.1)
 
