@@ -16,13 +16,17 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 
 setup: $(STAMP) tools models
 
-# System tools the tests need (tests never install anything): the Prometheus server, from
-# Debian. Instant when present; the package lists are refreshed only when an install fails.
+# System tools the tests need (tests never install anything), from Debian: the Prometheus
+# server, and Chromium for the console's browser tests (Playwright drives it). Instant when
+# present; the package lists are refreshed only when an install fails.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+SYSTEM_TOOLS := prometheus chromium  # each Debian package installs a command of its own name
 tools:
-	@command -v prometheus >/dev/null || $(APT_INSTALL) prometheus >/dev/null \
-		|| { apt-get update -qq && $(APT_INSTALL) prometheus >/dev/null; }
-	@command -v prometheus >/dev/null || { echo "prometheus is missing and could not be installed" >&2; exit 1; }
+	@for tool in $(SYSTEM_TOOLS); do \
+		command -v $$tool >/dev/null || $(APT_INSTALL) $$tool >/dev/null \
+		|| { apt-get update -qq && $(APT_INSTALL) $$tool >/dev/null; }; \
+		command -v $$tool >/dev/null || { echo "$$tool is missing and could not be installed" >&2; exit 1; }; \
+	done
 
 # torch goes in first and pinned: an unpinned torch would pull GBs of CUDA wheels.
 $(STAMP): pyproject.toml

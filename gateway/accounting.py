@@ -15,6 +15,7 @@ and tiers come from the config, reasons from ROUTING_REASONS, levels are classif
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 
@@ -80,22 +81,32 @@ def routing_reason(config: Config, route, served: Tier, attempts: int) -> str:
     return "policy_downgrade" if baseline is not None and route.tier.level < baseline.level else "policy_upgrade"
 
 
-def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> None:
-    """Account one finished client request (called once, after the final attempt)."""
+@dataclass(frozen=True)
+class Accounted:
+    reason: str
+    cost_micro: int = 0
+    top_cost_micro: int = 0  # the same tokens at the top tier's prices
+
+
+def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> Accounted | None:
+    """Account one finished client request (called once, after the final attempt); None when
+    no upstream answered (nothing served, nothing routed)."""
     if opened is None:
-        return  # no upstream answered: nothing served, nothing routed
-    ROUTED.labels(ctx.tenant, served.name, routing_reason(config, route, served, opened.attempts)).inc()
+        return None
+    reason = routing_reason(config, route, served, opened.attempts)
+    ROUTED.labels(ctx.tenant, served.name, reason).inc()
     if route.classification is not None:
         CLASSIFIER_LEVELS.labels(route.classification.classifier, str(int(route.classification.tier))).inc()
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
     if prompt <= 0 and completion <= 0:
-        return
+        return Accounted(reason)
     actual = cost_micro(served, prompt, completion)
     top = top_tier(config, served)
     counterfactual = cost_micro(top, prompt, completion)
     METRICS.cost.labels(ctx.tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
     TOP_TIER_COST.labels(ctx.tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
     SAVED.labels(ctx.tenant, served.name, served.model).inc(max(0, counterfactual - actual) / MICRO_PER_USD)
+    return Accounted(reason, actual, counterfactual)
 
 
 def publish_policy(config: Config, service) -> None:

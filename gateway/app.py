@@ -6,6 +6,7 @@ from aiohttp import web
 from webwire.errors import error_middleware
 
 from . import dropin, handlers
+from .console import routes as console
 from .context import RequestContext
 from .handlers import CTX, STATE
 from .metrics import METRICS
@@ -26,7 +27,7 @@ async def tiergate_headers(request: web.Request, handler):
     response = await handler(request)
     if not response.prepared:  # streamed answers set these themselves before the first byte
         response.headers.update(ctx.headers())
-    if request.path not in _UNMETERED:
+    if request.path not in _UNMETERED and not request.path.startswith("/console"):
         METRICS.requests.labels(ctx.tenant, ctx.tier, ctx.model, str(response.status)).inc()
         METRICS.overhead.labels(ctx.tier).observe(ctx.overhead_ms() / 1000.0)
     return response
@@ -47,6 +48,7 @@ def build_app(state: GatewayState) -> web.Application:
     app.router.add_get("/metrics", handlers.metrics_endpoint)
     app.router.add_get("/openapi.json", openapi_endpoint)
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
+    console.add_routes(app)  # /console and its JSON
 
     async def lifecycle(app: web.Application):
         await state.start()

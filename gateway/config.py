@@ -107,6 +107,13 @@ class Limits:
     default_max_tokens: int = 256  # sent upstream (and admitted) when a request sets no max_tokens
 
 
+@dataclass(frozen=True)
+class ConsoleSettings:
+    log_prompts: bool = False  # keep prompt text of recent requests for the console's routing explorer
+    recent: int = 1000         # routing decisions kept for the console's table
+    retain_minutes: int = 180  # per-minute rollups kept for the console's charts
+
+
 @dataclass
 class Config:
     tiers: list[Tier]
@@ -119,6 +126,7 @@ class Config:
     breaker: Breaker = field(default_factory=Breaker)
     affinity: Affinity = field(default_factory=Affinity)
     limits: Limits = field(default_factory=Limits)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
     raw: dict = field(default_factory=dict)  # the whole document, for sections owned elsewhere
     source: str = "<config>"
 
@@ -279,7 +287,7 @@ def _check_one_key_per_url(source: str, tiers: list[Tier]) -> None:
 
 def parse_config(doc, source: str = "<config>") -> Config:
     top = _Fields(source, "", doc, {"tiers", "embeddings", "aliases", "redis", "timeouts", "failover", "health",
-                                    "breaker", "affinity", "limits"} | EXTERNAL_SECTIONS)
+                                    "breaker", "affinity", "limits", "console"} | EXTERNAL_SECTIONS)
     tiers_raw = top.get("tiers", list, None, lambda v: len(v) > 0, "must list at least one tier")
     if tiers_raw is None:
         top.fail("tiers", "is required")
@@ -311,6 +319,7 @@ def parse_config(doc, source: str = "<config>") -> Config:
     b = top.section("breaker", {"failure_threshold", "open_s"})
     a = top.section("affinity", {"enabled", "chunk_chars", "max_chunks", "ttl_s", "load_margin"})
     lim = top.section("limits", {"max_body_bytes", "default_max_tokens"})
+    con = top.section("console", {"log_prompts", "recent", "retain_minutes"})
     return Config(
         tiers=tiers, aliases=dict(aliases), embedding_tiers=embedding_tiers, redis=redis,
         timeouts=Timeouts(t.number("connect_s", 2.0), t.number("read_s", 120.0)),
@@ -320,6 +329,8 @@ def parse_config(doc, source: str = "<config>") -> Config:
         affinity=Affinity(a.get("enabled", bool, True), a.integer("chunk_chars", 256, lo=16),
                           a.integer("max_chunks", 16), a.integer("ttl_s", 600), a.integer("load_margin", 4, lo=0)),
         limits=Limits(lim.integer("max_body_bytes", 1 << 20, lo=1024), lim.integer("default_max_tokens", 256)),
+        console=ConsoleSettings(con.get("log_prompts", bool, False), con.integer("recent", 1000, lo=10),
+                                con.integer("retain_minutes", 180, lo=10)),
         raw=doc, source=source,
     )
 

@@ -16,6 +16,7 @@ from wire.requests import parse_chat, parse_completion
 from . import metrics
 from .accounting import publish_spend, record_request
 from .config import AUTO
+from .console.activity import Served
 from .embeddings_route import plan_embeddings_route
 from .metrics import METRICS
 from .relay import StreamRelay, Usage, relay_whole
@@ -101,7 +102,8 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
             usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, relay.chunks
         tier = config.tier(ctx.tier) or route.tier
         _account(ctx, tier, usage, stream)
-        record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, routing reason
+        accounted = record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, reason
+        state.activity.record(_served(kind, ctx, route, tier, usage, accounted))  # the console; never waits
         if sample is not None:  # queued for a background re-check; never waits
             state.quality.finish(sample, opened, relay)
         # shield: a client disconnect must not skip billing what was served
@@ -114,6 +116,17 @@ async def _settle(policy, admission, ctx, tier_name: str, usage: Usage) -> None:
         publish_spend(policy, ctx.tenant)
     except Exception:  # settle failures are the policy's to report; the answer already left
         log.exception("settle failed for request %s", ctx.request_id)
+
+
+def _served(kind: str, ctx, route, tier, usage: Usage, accounted) -> Served:
+    c = route.classification
+    return Served(kind=kind, tenant=ctx.tenant, requested_model=route.requested_model, tier=tier.name,
+                  reason=accounted.reason if accounted else None, scores=c.scores if c else None,
+                  latency_ms=(time.perf_counter() - ctx.start) * 1000.0, prompt_tokens=usage.prompt_tokens,
+                  completion_tokens=usage.completion_tokens,
+                  cost_micro=accounted.cost_micro if accounted else 0,
+                  top_cost_micro=accounted.top_cost_micro if accounted else 0,
+                  request_id=ctx.request_id, prompt=route.prompt_text or None)
 
 
 def _account(ctx, tier, usage: Usage, stream: bool) -> None:
@@ -134,16 +147,20 @@ async def route_dry_run(request: web.Request) -> web.Response:
     state = request.app[STATE]
     config = state.config
     body = await _read_body(request, config.limits.max_body_bytes)
-    parsed = _parse("chat" if "messages" in body else "completion", body)
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    ctx = request[CTX]
+    return web.json_response(await explain_route(state, config, tenant, body, request[CTX]))
+
+
+async def explain_route(state, config, tenant, body: dict, ctx) -> dict:
+    """/v1/route's answer for `body` as `tenant` would send it (the console's explorer uses it too)."""
+    parsed = _parse("chat" if "messages" in body else "completion", body)
     ctx.tenant = tenant.name
     route = plan_route(state, config, tenant, parsed, body, explain=True)
     pick, keys = await choose(state, config, route, route.tier, set())
     ctx.tier, ctx.model = route.tier.name, route.tier.model
     ctx.backend = pick.backend.label if pick else "none"
     c, decision = route.classification, route.decision
-    return web.json_response({
+    return {
         "object": "tiergate.route",
         "requested_model": route.requested_model,
         "tier": route.tier.name,
@@ -157,7 +174,7 @@ async def route_dry_run(request: web.Request) -> web.Response:
         "backend": pick.backend.url if pick else None,
         "affinity": (pick.affinity if keys else "none") if pick else None,
         "tenant": tenant.name,
-    })
+    }
 
 
 async def list_models(request: web.Request) -> web.Response:

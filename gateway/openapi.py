@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import openapi_dropin
+from .console import routes as console_routes
 
 
 def _ref(name: str) -> dict:
@@ -123,7 +124,8 @@ SPEC = {
     "openapi": "3.1.0",
     "info": {"title": "Tiergate gateway", "version": "1.0.0",
              "description": "OpenAI-compatible gateway that routes each request to the cheapest able tier."},
-    "components": {"schemas": SCHEMAS, "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}}},
+    "components": {"schemas": SCHEMAS, "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"},
+                                                    "basic": {"type": "http", "scheme": "basic"}}},
     "security": [{"apiKey": []}, {}],
     "paths": {
         "/v1/chat/completions": _generate_op("Chat completion", "ChatCompletionRequest", "ChatCompletion"),
@@ -158,6 +160,7 @@ SPEC = {
 
 SCHEMAS.update(openapi_dropin.SCHEMAS)
 SPEC["paths"].update(openapi_dropin.paths(_ERRORS, _json))
+SPEC["paths"].update(console_routes.describe(_json, _ERR))
 
 
 async def openapi_endpoint(request: web.Request) -> web.Response:

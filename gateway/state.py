@@ -18,6 +18,7 @@ import aiohttp
 from .affinity import AffinityIndex
 from .classify import Classifier, load_classifier
 from .config import Config, ConfigError, load_config
+from .console.activity import ActivityLog
 from .metrics import METRICS
 from .policy_seam import build_policy_service
 from .pool import Pools
@@ -46,6 +47,7 @@ class GatewayState:
         self._tasks: list[asyncio.Task] = []
         self._config_mtime = self._mtime()
         self.quality = QualityMonitor(self)  # validates the `quality:` section now
+        self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
 
     @staticmethod
     def _timeout(config: Config) -> aiohttp.ClientTimeout:
@@ -62,6 +64,7 @@ class GatewayState:
         if url:
             self.redis = connect(url, self.config.redis.socket_timeout_s)
             self.affinity = AffinityIndex(self.redis)
+            self.activity = ActivityLog(self.redis, self.config.redis.key_prefix, self.config.console)
         else:
             log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
         self.policy = self.policy_factory(self.config, self.redis)
@@ -85,6 +88,7 @@ class GatewayState:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.affinity.drain()
+        await self.activity.drain()
         if self.session:
             await self.session.close()
         if self.redis is not None:
@@ -107,6 +111,7 @@ class GatewayState:
         self.policy = policy
         self.config = new
         self.quality.configure(quality)
+        self.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
         log.info("config reloaded from %s", self.config_path)
         return True

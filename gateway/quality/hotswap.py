@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 
 from ..classify import OnnxComplexityClassifier
@@ -70,7 +71,8 @@ class ClassifierSwapper:
             self._seen = self._candidate = signature
             self.state.quality.thresholds_changed()
             metrics.SWAPS.labels("applied").inc()
-            event = {"previous": previous, "current": loaded.version, "model_dir": str(folder), "reason": reason}
+            event = {"previous": previous, "current": loaded.version, "model_dir": str(folder), "reason": reason,
+                     "at_ms": int(time.time() * 1000)}
             self.history = (self.history + [event])[-20:]
             log.warning("classifier hot-swapped (%s): %s -> %s from %s", reason, previous, loaded.version, folder)
             return event

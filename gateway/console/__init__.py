@@ -1,0 +1,1 @@
+"""The built-in console at /console: overview, routing explorer, quality and workers (read-only)."""

@@ -1,0 +1,146 @@
+"""The console's routes: the page and its static files, and one JSON endpoint per view.
+
+    GET  /console                    the single-page console (static/index.html)
+    GET  /console/static/{file}      its script, styles and the vendored uPlot
+    GET  /console/api/overview       traffic, spend and savings, reasons, errors
+    GET  /console/api/routing        recent routing decisions (no prompt text unless logging is on)
+    POST /console/api/route          a routing explanation for a pasted prompt (the /v1/route answer)
+    GET  /console/api/quality        failure rates, similarity, threshold changes, swaps, shift
+    GET  /console/api/workers        health, queues, caches and latency of every worker
+
+All of them need the admin key when tenants are configured (access.py). Nothing here ever
+returns an API key or a key hash: tenants appear by name only.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from webwire.errors import read_json_object
+from wire.errors import OpenAIError, bad_request
+
+from ..handlers import CTX, STATE, explain_route
+from .access import require_console_access
+from .overview import overview
+from .quality import quality
+from .workers import workers
+
+STATIC = Path(__file__).parent / "static"
+FILES = {"console.js": "application/javascript", "console.css": "text/css",
+         "uPlot.iife.min.js": "application/javascript", "uPlot.min.css": "text/css"}
+RECENT_ROWS = 100
+MAX_PROMPT_CHARS = 20_000
+
+
+def _json(body: dict) -> web.Response:
+    return web.json_response(body, headers={"Cache-Control": "no-store"})
+
+
+async def page(request: web.Request) -> web.StreamResponse:
+    require_console_access(request, request.app[STATE])
+    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
+
+
+async def static_file(request: web.Request) -> web.StreamResponse:
+    require_console_access(request, request.app[STATE])
+    name = request.match_info["name"]
+    if name not in FILES:
+        raise OpenAIError(404, f"no console file {name!r}", code="not_found")
+    path = STATIC / name if (STATIC / name).exists() else STATIC / "vendor" / name
+    return web.FileResponse(path, headers={"Content-Type": FILES[name]})
+
+
+async def overview_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return _json(await overview(state, require_console_access(request, state)))
+
+
+async def routing_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    require_console_access(request, state)
+    config = state.config
+    tenants = getattr(getattr(state.policy, "config", None), "tenants", None)
+    rows = await state.activity.recent(RECENT_ROWS) if state.activity.redis is not None else []
+    return _json({"object": "tiergate.console.routing", "log_prompts": config.console.log_prompts,
+                  "tenants": sorted(tenants) if tenants else [], "recent": rows,
+                  "models": ["auto", *(t.name for t in config.tiers)]})
+
+
+async def route_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    admin = require_console_access(request, state)
+    body = await read_json_object(request)
+    prompt, model, tenant_name = body.get("prompt"), body.get("model", "auto"), body.get("tenant")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise bad_request("'prompt' must be a non-empty string", param="prompt")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise bad_request(f"'prompt' is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
+    if not isinstance(model, str):
+        raise bad_request("'model' must be a string", param="model")
+    tenant = admin
+    if tenant_name:
+        tenants = getattr(getattr(state.policy, "config", None), "tenants", None) or {}
+        if tenant_name not in tenants:
+            raise bad_request(f"unknown tenant {tenant_name!r}", param="tenant")
+        tenant = tenants[tenant_name]
+    chat = {"model": model, "messages": [{"role": "user", "content": prompt}]}
+    return _json(await explain_route(state, state.config, tenant, chat, request[CTX]))
+
+
+async def quality_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    require_console_access(request, state)
+    return _json(await quality(state))
+
+
+async def workers_json(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    require_console_access(request, state)
+    return _json(await workers(state))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/console", page)
+    app.router.add_get("/console/", page)
+    app.router.add_get("/console/static/{name}", static_file)
+    app.router.add_get("/console/api/overview", overview_json)
+    app.router.add_get("/console/api/routing", routing_json)
+    app.router.add_post("/console/api/route", route_json)
+    app.router.add_get("/console/api/quality", quality_json)
+    app.router.add_get("/console/api/workers", workers_json)
+
+
+def describe(json_body, error_schema: dict) -> dict:
+    """The console's paths for /openapi.json (merged into gateway/openapi.py's SPEC)."""
+    denied = {"401": json_body(error_schema, "Not the admin key (with tenants configured); carries a Basic challenge")}
+    page = {"description": "The console page", "content": {"text/html": {"schema": {"type": "string"}}}}
+    security = [{"apiKey": []}, {"basic": []}, {}]
+
+    def view(summary: str) -> dict:
+        return {"get": {"summary": summary, "security": security,
+                        "responses": {"200": json_body({"type": "object"}, "The view's data"), **denied}}}
+
+    return {
+        "/console": {"get": {"summary": "The console (read-only)", "security": security,
+                             "responses": {"200": page, **denied}}},
+        "/console/": {"get": {"summary": "The console (read-only)", "security": security,
+                              "responses": {"200": page, **denied}}},
+        "/console/static/{name}": {"get": {
+            "summary": "The console's script, styles and vendored chart library", "security": security,
+            "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "The file"}, **denied,
+                          "404": json_body(error_schema, "No such console file")}}},
+        "/console/api/overview": view("Traffic, spend, savings, tier mix, reasons and errors"),
+        "/console/api/routing": view("Recent routing decisions (no prompt text unless console.log_prompts)"),
+        "/console/api/quality": view("Failure rate over time, similarity, threshold changes, swaps, shift"),
+        "/console/api/workers": view("Health, queues, caches and latency of every worker"),
+        "/console/api/route": {"post": {
+            "summary": "A routing explanation for a prompt, as a tenant (default: the caller)", "security": security,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["prompt"], "properties": {
+                    "prompt": {"type": "string", "minLength": 1, "maxLength": MAX_PROMPT_CHARS},
+                    "model": {"type": "string"}, "tenant": {"type": ["string", "null"]}}}}}},
+            "responses": {"200": json_body({"$ref": "#/components/schemas/RouteDecision"}, "The decision"),
+                          "400": json_body(error_schema, "Invalid request: `param` names the field"), **denied}}},
+    }
