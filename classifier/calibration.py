@@ -1,8 +1,10 @@
 """Choose the thresholds on P(tier >= k) from a sample of prompts (RouteLLM-style).
 
-Three targets:
+Four targets:
+- `for_accuracy`: the thresholds whose routing best matches the labels (macro-F1) with at most
+  a given under-routing rate; needs labels. This is the default operating point after training.
 - `for_quality`: cheapest thresholds whose quality (share routed >= label) and under-routing
-  rate meet the targets; needs labels. This is the default operating point.
+  rate meet the targets; needs labels.
 - `for_shares`: a target share of requests per tier; needs no labels.
 - `for_cost`: a target average cost per request; needs no labels.
 """
@@ -13,7 +15,7 @@ import itertools
 import numpy as np
 
 from .decision import cumulative, decide_many
-from .metrics import under_routing_rate
+from .metrics import macro_f1, under_routing_rate
 
 # denser at the low end, where thresholds for high quality live
 GRID = np.array([0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.35,
@@ -48,6 +50,21 @@ def for_quality(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, qualit
         key = (0, keys[i]) if np.any(ok) else (1, -qual[i])
         if best_key is None or key < best_key:
             best, best_key = th[i], key
+    return _as_dict(best)
+
+
+def for_accuracy(probs: np.ndarray, labels: np.ndarray, max_under_routing: float = 0.02) -> dict[int, float]:
+    """Grid search over (t2, t3, t4): the highest macro-F1 whose under-routing (tier >= 3 sent
+    to tier 1) stays within the bound; the first such point on the grid wins a tie. With no
+    point within the bound, the one with the least under-routing."""
+    hard = labels >= 3
+    best, best_key = None, None
+    for th in itertools.product(GRID, GRID, GRID):
+        routed = decide_many(probs, np.array(th))
+        under = float(np.mean(routed[hard] == 1)) if np.any(hard) else 0.0
+        key = (0, -macro_f1(labels, routed)) if under <= max_under_routing else (1, under)
+        if best_key is None or key < best_key:
+            best, best_key = th, key
     return _as_dict(best)
 
 

@@ -44,7 +44,7 @@ def cmd_calibrate(args) -> dict:
             shutil.copy(model / name, Path(args.out) / name)
         model = Path(args.out)
     if args.data and Path(args.data).is_file():
-        rows = read_jsonl(args.data, need_label=args.shares is not None or args.cost is not None)
+        rows = read_jsonl(args.data, need_label=args.shares is None and args.cost is None)
     else:
         rows = load_splits(args.data).get("validation") or load_splits(args.data)["train"]
     shares = [float(x) for x in args.shares.split(",")] if args.shares else None
@@ -93,8 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the recalibrated model here instead of in place")
     p.add_argument("--shares", help="target share per tier, e.g. 0.4,0.3,0.2,0.1")
     p.add_argument("--cost", type=float, help="target mean cost per request in USD")
-    p.add_argument("--quality", type=float, default=0.95)
-    p.add_argument("--max-under-routing", type=float, default=0.05)
+    p.add_argument("--quality", type=float, default=None,
+                   help="cheapest thresholds routing this share at or above its label (default: best macro-F1)")
+    p.add_argument("--max-under-routing", type=float, default=0.02,
+                   help="most tier >= 3 requests that may go to tier 1 (quality and macro-F1 targets)")
     p.set_defaults(run=cmd_calibrate)
 
     p = sub.add_parser("predict", help="tier and probabilities for requests")

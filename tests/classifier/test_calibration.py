@@ -6,6 +6,7 @@ from classifier import calibration
 from classifier import economics as econ
 from classifier.decision import decide_many
 from classifier.evaluation import probabilities
+from classifier.metrics import macro_f1
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,21 @@ def test_quality_target_is_met_at_lower_cost_than_top_tier(sample):
     assert got["quality"] >= 0.95 and got["under_routing_rate"] <= 0.05
     top, _ = econ.outcome(np.full(len(labels), 4), labels, costs)
     assert got["mean_cost_usd"] * len(labels) < top
+
+
+def test_accuracy_target_keeps_the_under_routing_bound_and_beats_fixed_points(sample):
+    probs, labels, costs = sample
+    th = calibration.for_accuracy(probs, labels, max_under_routing=0.02)
+    routed = decide_many(probs, np.array([th[k] for k in (2, 3, 4)]))
+    assert calibration.report(probs, labels, costs, th)["under_routing_rate"] <= 0.02
+    best = macro_f1(labels, routed)
+    for fixed in ([0.5, 0.5, 0.5], [0.25, 0.25, 0.75], [0.1, 0.1, 0.1]):  # any grid point within the bound is no better
+        other = decide_many(probs, np.array(fixed))
+        if np.mean(other[labels >= 3] == 1) <= 0.02:
+            assert best >= macro_f1(labels, other)
+    # an impossible bound falls back to the least under-routing on the grid
+    strict = calibration.for_accuracy(probs, labels, max_under_routing=-1.0)
+    assert calibration.report(probs, labels, costs, strict)["under_routing_rate"] == 0.0
 
 
 def test_share_target_is_met(sample):

@@ -32,7 +32,7 @@ def test_train_predict_round_trip(tmp_path, splits):
     assert {"validation", "test"} <= set(report) and report["test"]["macro_f1"] > 0.5
     assert "calibrating" in train.stderr  # progress lines go to stderr
     meta = json.loads((model / "metadata.json").read_text())
-    assert meta["training"]["feedback_rows"] == 3 and meta["calibration"]["target"]["quality"] == 0.85
+    assert meta["training"]["feedback_rows"] == 3 and meta["calibration"]["target"] == {"macro_f1": "max", "max_under_routing": 0.02}
 
     pred = json.loads(_cli("predict", "--model", str(model), "--prompt", "hi").stdout)
     assert pred["version"] == meta["version"] and pred["predictions"][0]["tier"] in (1, 2, 3, 4)

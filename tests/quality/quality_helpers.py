@@ -8,6 +8,13 @@ EASY = ["Say hello.", "Hi there!", "Thanks, bye!", "What color is the sky?", "Na
         "Tell me a joke.", "Quick one: which continent is Chile in"]
 
 
+def step_to_leave_tier_1() -> float:
+    """An adjustment step as large as the shipped threshold on P(level >= 2): one step takes that
+    threshold to 0 and moves every request off tier 1, whatever the current calibration is."""
+    from classifier.runtime import ComplexityClassifier
+    return ComplexityClassifier.load().thresholds[2]
+
+
 def two_tier_config(small_url: str, top_url: str, prefix: str, quality: dict, small_cap: int | None = None) -> dict:
     small = {"name": "small", "level": 1, "model": "m-small", "price_per_mtok": {"input": 0.1, "output": 0.2},
              "workers": [{"url": small_url}]}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.quality.quality_helpers import EASY, two_tier_config
+from tests.quality.quality_helpers import EASY, step_to_leave_tier_1, two_tier_config
 from tests.support import wait_for
 
 QUALITY = {"sampling_rate": 1.0, "window": 10, "min_samples": 5, "trigger": 0.3, "recover": 0.15,
-           "step": 0.3, "max_steps": 1, "refresh_s": 0.2, "store_requests": True}
+           "step": step_to_leave_tier_1(), "max_steps": 1, "refresh_s": 0.2, "store_requests": True}
 
 
 async def _chat(http, gw, content: str, model: str = "auto", stream: bool = False, max_tokens: int = 4):
