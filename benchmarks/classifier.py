@@ -1,7 +1,8 @@
 """`python -m benchmarks.classifier`: the shipped complexity classifier on the held-out-author
 set (benchmarks/data/heldout_authors.jsonl, written separately and never trained or
-calibrated on), an outcome simulation (benchmarks/classifier_outcomes.py) and single-request
-latency. Last stdout line: one JSON object.
+calibrated on), an outcome simulation (benchmarks/classifier_outcomes.py) on a synthetic stress set and
+on real answers of our two shipped models (benchmarks/classifier_real_outcomes.py), and
+single-request latency. Last stdout line: one JSON object.
 
 Goals (issue 12): under-routing (true tier >= 3 routed to tier 1) <= 3%, macro-F1 >= 0.75,
 tier-2 recall >= 0.6, APGR >= 0.70 after 10% of the outcomes, latency p99 <= 1 ms.
@@ -22,6 +23,7 @@ from classifier.metrics import macro_f1
 from classifier.runtime import ComplexityClassifier
 
 from .classifier_outcomes import simulate, synthetic_stress_set
+from .classifier_real_outcomes import build as real_outcomes
 
 HELDOUT_AUTHORS = Path(__file__).resolve().parent / "data" / "heldout_authors.jsonl"
 LATENCY_REQUESTS = 2000
@@ -82,13 +84,19 @@ def main(skip_simulation: bool = False) -> dict:
     log(f"latency: {LATENCY_REQUESTS} single requests")
     result["latency_ms"] = latency(clf, requests, LATENCY_REQUESTS)
     if not skip_simulation:
-        result["outcome_simulation"] = {"synthetic_stress": simulate(synthetic_stress_set(), log)}
+        real, answered = real_outcomes()
+        log(f"real-answer outcomes: {answered}")
+        result["outcome_simulation"] = {"synthetic_stress": simulate(synthetic_stress_set(), log),
+                                        "real_answers": {"models": answered, **simulate(real, log)}}
     h = result["heldout_authors"]
-    sim10 = result.get("outcome_simulation", {}).get("synthetic_stress", {}).get("10%", {})
+    sims = result.get("outcome_simulation", {})
+    sim10 = sims.get("synthetic_stress", {}).get("10%", {})
+    real10 = sims.get("real_answers", {}).get("10%", {})
     result["goals"] = {
         "under_routing_le_3pct": h["under_routing_rate"] <= 0.03, "macro_f1_ge_0_75": h["macro_f1"] >= 0.75,
         "tier2_recall_ge_0_6": h["recall_per_tier"]["2"] >= 0.6,
         "apgr_after_10pct_ge_0_70": sim10.get("apgr_after", 0) >= 0.70 if sim10 else None,
+        "apgr_after_10pct_real_answers_ge_0_70": real10.get("apgr_after", 0) >= 0.70 if real10 else None,
         "latency_p99_le_1ms": result["latency_ms"]["p99"] <= 1.0}
     return result
 

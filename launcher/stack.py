@@ -91,6 +91,7 @@ def main(argv=None) -> int:
             group.procs.append(prometheus)
             banner("prometheus", f"http://localhost:{args.prometheus_port}", "Grafana dashboards: dashboards/README.md")
         banner("gateway", f"http://localhost:{args.port}/v1", "OpenAI base_url; metrics at /metrics")
+        banner("console", f"http://localhost:{args.port}/console", "routing, savings, quality and workers")
         print("Ctrl-C stops everything.", flush=True)
         while not stopping:
             if any(proc.poll() is not None for proc in group.procs):

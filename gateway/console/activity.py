@@ -59,10 +59,12 @@ class ActivityLog:
         self.settings = settings
         self._pending: set[asyncio.Task] = set()
 
+    @property
+    def enabled(self) -> bool:
+        return self.redis is not None
+
     def record(self, served: Served) -> None:
         """Queue the write and return at once."""
-        if self.redis is None:
-            return
         if len(self._pending) >= MAX_PENDING:
             DROPPED.labels("backlog").inc()
             return

@@ -73,7 +73,7 @@ async def overview(state, admin) -> dict:
     tiers = [t.name for t in (*config.tiers, *config.embedding_tiers)]
     body = {"object": "tiergate.console.overview", "tiers": tiers, "totals": metric_totals(found),
             "top_tier": max(config.tiers, key=lambda t: t.level).name, "per_minute": None, "ledger": None}
-    if state.activity.redis is not None:
+    if state.activity.enabled:
         stamps, minutes = await state.activity.minutes(WINDOW_MINUTES)
         body["per_minute"] = per_minute(tiers, stamps, minutes)
     if getattr(admin, "is_admin", False):

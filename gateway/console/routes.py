@@ -61,7 +61,7 @@ async def routing_json(request: web.Request) -> web.Response:
     require_console_access(request, state)
     config = state.config
     tenants = getattr(getattr(state.policy, "config", None), "tenants", None)
-    rows = await state.activity.recent(RECENT_ROWS) if state.activity.redis is not None else []
+    rows = await state.activity.recent(RECENT_ROWS) if state.activity.enabled else []
     return _json({"object": "tiergate.console.routing", "log_prompts": config.console.log_prompts,
                   "tenants": sorted(tenants) if tenants else [], "recent": rows,
                   "models": ["auto", *(t.name for t in config.tiers)]})
