@@ -75,6 +75,8 @@ class GatewayState:
         # (health itself stays optimistic until the loop's first check, as before)
         await self._read_cards(list(self.pools.backends.values()))
         self._tasks.append(asyncio.create_task(self._health_loop()))
+        if self.activity.enabled:
+            self._tasks.append(asyncio.create_task(self.activity.run()))
         if self.config_path:
             self._tasks.append(asyncio.create_task(self._watch_config()))
             try:
