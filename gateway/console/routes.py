@@ -13,9 +13,11 @@ returns an API key or a key hash: tenants appear by name only.
 """
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
@@ -37,6 +39,15 @@ def _json(body: dict) -> web.Response:
     return web.json_response(body, headers={"Cache-Control": "no-store"})
 
 
+async def _stored(view):
+    """A view that reads Redis: a 503 naming the store when Redis does not answer, never a 500."""
+    try:
+        return await view
+    except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        raise OpenAIError(503, f"console store unavailable: {type(exc).__name__}", code="store_unavailable",
+                          headers={"Retry-After": "1"}) from None
+
+
 async def page(request: web.Request) -> web.StreamResponse:
     require_console_access(request, request.app[STATE])
     return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -53,7 +64,7 @@ async def static_file(request: web.Request) -> web.StreamResponse:
 
 async def overview_json(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    return _json(await overview(state, require_console_access(request, state)))
+    return _json(await _stored(overview(state, require_console_access(request, state))))
 
 
 async def routing_json(request: web.Request) -> web.Response:
@@ -61,7 +72,7 @@ async def routing_json(request: web.Request) -> web.Response:
     require_console_access(request, state)
     config = state.config
     tenants = getattr(getattr(state.policy, "config", None), "tenants", None)
-    rows = await state.activity.recent(RECENT_ROWS) if state.activity.enabled else []
+    rows = await _stored(state.activity.recent(RECENT_ROWS)) if state.activity.enabled else []
     return _json({"object": "tiergate.console.routing", "log_prompts": config.console.log_prompts,
                   "tenants": sorted(tenants) if tenants else [], "recent": rows,
                   "models": ["auto", *(t.name for t in config.tiers)]})
@@ -91,7 +102,7 @@ async def route_json(request: web.Request) -> web.Response:
 async def quality_json(request: web.Request) -> web.Response:
     state = request.app[STATE]
     require_console_access(request, state)
-    return _json(await quality(state))
+    return _json(await _stored(quality(state)))
 
 
 async def workers_json(request: web.Request) -> web.Response:

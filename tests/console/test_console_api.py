@@ -174,3 +174,19 @@ async def test_workers_view_reads_what_each_upstream_exposes(gateway, fakes, htt
     # a fake upstream publishes no engine metrics: those columns are null, the gateway's own are there
     assert all(row["healthy"] is True and row["running"] is None and row["breaker"] == "closed" for row in rows.values())
     json.dumps(view)  # plain JSON all the way down
+
+
+async def test_views_answer_503_not_500_when_redis_is_gone(gateway, fakes, http, own_redis, tmp_path):
+    port, _, procs = own_redis
+    urls = [u for _, u in await fakes(2)]
+    doc = _doc(urls, "tgconsole:", tmp_path, tenants=False)
+    doc["redis"] = {"url": f"redis://127.0.0.1:{port}/0", "key_prefix": "tgconsole:", "socket_timeout_s": 0.5}
+    gw = await gateway(doc)
+    assert (await _get(http, gw.url, "/console/api/overview", {}))["per_minute"] is not None
+    procs[0].kill()
+    procs[0].wait()
+    for path in ("/console/api/overview", "/console/api/routing", "/console/api/quality"):
+        async with http.get(gw.url + path) as r:
+            body = await r.json()
+        assert r.status == 503 and body["error"]["code"] == "store_unavailable", (path, r.status, body)
+    assert (await _get(http, gw.url, "/console/api/workers", {}))["workers"]  # needs no Redis
