@@ -103,7 +103,7 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
         tier = config.tier(ctx.tier) or route.tier
         _account(ctx, tier, usage, stream)
         accounted = record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, reason
-        if state.activity.enabled:  # the console's history; queued, never waited on
+        if state.activity.enabled:  # the console: counted in memory, flushed to Redis once a second
             state.activity.record(_served(kind, ctx, route, tier, usage, accounted))
         if sample is not None:  # queued for a background re-check; never waits
             state.quality.finish(sample, opened, relay)
