@@ -17,8 +17,13 @@ from wire.capabilities import Capabilities, CapabilityCardError, from_mapping
 
 AUTO = "auto"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
-# Top-level sections read by other packages (policies/); the gateway passes them through.
-EXTERNAL_SECTIONS = {"tenants", "policy", "policies", "budgets", "rate_limits", "usage_log", "quality", "admin"}
+# Top-level sections read by other packages (policies/, gateway/quality/); the gateway passes them through.
+EXTERNAL_SECTIONS = {"tenants", "policy", "quality"}
+# Sections that exist one level down: at the top level they would be ignored, so they are errors.
+MISPLACED = {"budgets": "policy.defaults.budgets or tenants.<name>.budgets",
+             "rate_limits": "policy.defaults.rate_limits or tenants.<name>.rate_limits",
+             "usage_log": "policy.usage_log", "admin": "policy.admin_key_sha256", "policies": "policy",
+             "defaults": "policy.defaults", "pinned_routes": "policy.defaults.pinned_routes or tenants.<name>"}
 
 
 class ConfigError(ValueError):
@@ -286,6 +291,9 @@ def _check_one_key_per_url(source: str, tiers: list[Tier]) -> None:
 
 
 def parse_config(doc, source: str = "<config>") -> Config:
+    for key in MISPLACED:
+        if isinstance(doc, dict) and key in doc:
+            raise ConfigError(f"{source}: {key}: not a top-level section; it belongs under {MISPLACED[key]}")
     top = _Fields(source, "", doc, {"tiers", "embeddings", "aliases", "redis", "timeouts", "failover", "health",
                                     "breaker", "affinity", "limits", "console"} | EXTERNAL_SECTIONS)
     tiers_raw = top.get("tiers", list, None, lambda v: len(v) > 0, "must list at least one tier")

@@ -37,6 +37,12 @@ def test_default_config_loads():
     (lambda d: d.update(redis={"url": 5}), "redis.url"),
     (lambda d: d.update(failover={"max_attempts": 3, "escalte": True}), "failover.escalte"),
     (lambda d: d.update(tiers=[]), "tiers"),
+    (lambda d: d.update(budgets={"daily_usd": {"hard": 1}}), "budgets"),  # belongs under policy or a tenant
+    (lambda d: d.update(rate_limits={"requests_per_minute": 5}), "rate_limits"),
+    (lambda d: d.update(usage_log={"dir": "x"}), "usage_log"),
+    (lambda d: d.update(consol={"log_prompts": True}), "consol"),
+    (lambda d: d.update(console={"log_prompts": "yes"}), "console.log_prompts"),
+    (lambda d: d.update(console={"recent": 1}), "console.recent"),
 ])
 def test_errors_name_the_field(mutate, field):
     doc = copy.deepcopy(GOOD)
@@ -45,6 +51,11 @@ def test_errors_name_the_field(mutate, field):
         parse_config(doc, "test.yaml")
     assert str(err.value).startswith(f"test.yaml: {field}:")
     assert "secret" not in str(err.value)  # a credential in a bad URL is not echoed into logs
+
+
+def test_a_misplaced_section_says_where_it_belongs():
+    with pytest.raises(ConfigError, match="budgets: not a top-level section; it belongs under policy.defaults.budgets"):
+        parse_config({**GOOD, "budgets": {}}, "test.yaml")
 
 
 def test_unreadable_or_invalid_yaml_files(tmp_path):
