@@ -109,6 +109,7 @@ async function showOverview() {
     chart("chart-tokens", m.minutes, m.tokens);
     chart("chart-spend", m.minutes, { spend: m.spend_usd, saved: m.saved_usd },
       { yFormat: (v) => (v === 0 ? "0" : v.toPrecision(2)) });
+    if (Object.keys(m.reasons).length) chart("chart-reasons", m.minutes, { ...m.reasons, "no upstream": m.upstream_failures });
   }
 }
 
