@@ -1,8 +1,6 @@
 """HTTP handlers for the OpenAI endpoints, the dry-run route, models, health and metrics."""
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
 
@@ -14,16 +12,13 @@ from wire.errors import OpenAIError
 from wire.requests import parse_chat, parse_completion
 
 from . import metrics
-from .accounting import publish_spend, record_request
 from .config import AUTO
-from .console.activity import Served
 from .embeddings_route import plan_embeddings_route
-from .metrics import METRICS
+from .finish import finish, outcome_of
 from .relay import StreamRelay, Usage, relay_whole
 from .routing import plan_route
 from .upstream import choose, open_upstream
 
-log = logging.getLogger(__name__)
 STATE = web.AppKey("tiergate_state", object)
 CTX = web.RequestKey("tiergate_ctx", object)
 PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
@@ -57,7 +52,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
                     shaper=None) -> web.StreamResponse:
-    """The one request path: auth -> route -> admit -> relay -> account/settle.
+    """The one request path: parse -> authenticate -> route -> admit -> relay -> finish.
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
@@ -91,56 +86,9 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
             return await relay.run()
         whole = relay_whole(opened, ctx, usage)
         return await shaper.whole(whole) if shaper is not None else whole
-    finally:
-        if opened is not None:
-            opened.backend.on_done()
-            if relay is None or relay.completed:
-                opened.response.release()
-            else:  # closing (not pooling) the connection is what tells the worker to stop generating
-                opened.response.close()
-        if relay is not None and not usage.reported:  # client went away mid-stream
-            usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, relay.chunks
-        tier = config.tier(ctx.tier) or route.tier
-        _account(ctx, tier, usage, stream)
-        accounted = record_request(config, ctx, route, tier, usage, opened)  # cost, top-tier cost, reason
-        if state.activity.enabled:  # the console: counted in memory, flushed to Redis once a second
-            state.activity.record(_served(kind, ctx, route, tier, usage, accounted))
-        if sample is not None:  # queued for a background re-check; never waits
-            state.quality.finish(sample, opened, relay)
-        # shield: a client disconnect must not skip billing what was served
-        await asyncio.shield(_settle(policy, admission, ctx, tier.name, usage))
-
-
-async def _settle(policy, admission, ctx, tier_name: str, usage: Usage) -> None:
-    try:
-        await policy.settle(admission, ctx.request_id, tier_name, usage.prompt_tokens, usage.completion_tokens)
-        publish_spend(policy, ctx.tenant)
-    except Exception:  # settle failures are the policy's to report; the answer already left
-        log.exception("settle failed for request %s", ctx.request_id)
-
-
-def _served(kind: str, ctx, route, tier, usage: Usage, accounted) -> Served:
-    c = route.classification
-    return Served(kind=kind, tenant=ctx.tenant, requested_model=route.requested_model, tier=tier.name,
-                  reason=accounted.reason if accounted else None, scores=c.scores if c else None,
-                  latency_ms=(time.perf_counter() - ctx.start) * 1000.0, prompt_tokens=usage.prompt_tokens,
-                  completion_tokens=usage.completion_tokens,
-                  cost_micro=accounted.cost_micro if accounted else 0,
-                  top_cost_micro=accounted.top_cost_micro if accounted else 0,
-                  request_id=ctx.request_id, prompt=route.prompt_text or None)
-
-
-def _account(ctx, tier, usage: Usage, stream: bool) -> None:
-    if usage.prompt_tokens or usage.completion_tokens:
-        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "in").inc(usage.prompt_tokens)
-        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "out").inc(usage.completion_tokens)
-    now = time.perf_counter()
-    METRICS.e2e.labels(tier.name, tier.model).observe(now - ctx.start)
-    if usage.first_token_at:
-        METRICS.ttft.labels(tier.name, tier.model).observe(usage.first_token_at - ctx.start)
-        if stream and usage.completion_tokens > 1:
-            METRICS.tpot.labels(tier.name, tier.model).observe(
-                (now - usage.first_token_at) / (usage.completion_tokens - 1))
+    finally:  # everything after the answer, in one place (finish.py)
+        await finish(state, config, policy, ctx, route, admission, sample,
+                     outcome_of(config, ctx, route, kind, stream, opened, relay, usage))
 
 
 async def route_dry_run(request: web.Request) -> web.Response:
