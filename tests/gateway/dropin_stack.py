@@ -19,7 +19,7 @@ from policies.usage_log import read_records
 from tests.gateway.e2e_stack import MODEL, Stack, require_worker_module
 from tests.support import SHARED_REDIS, free_port
 
-KEYS = {"alpha": "sk-alpha-test", "beta": "sk-beta-test", "limited": "sk-limited-test"}
+KEYS = {"alpha": "sk-alpha-test", "beta": "sk-beta-test", "limited": "sk-limited-test", "frugal": "sk-frugal-test"}
 
 
 class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop the Redis keys) are Stack's
@@ -55,6 +55,8 @@ class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop t
                     "beta": {"keys": [{"id": "main", "sha256": hash_key(KEYS["beta"])}]},
                     "limited": {"keys": [{"id": "main", "sha256": hash_key(KEYS["limited"])}],
                                 "rate_limits": {"requests_per_minute": 2}},
+                    "frugal": {"keys": [{"id": "main", "sha256": hash_key(KEYS["frugal"])}],
+                               "budgets": {"daily_usd": {"hard": 0.000001}}},  # one micro-dollar
                 },
             }
             doc.update(sections)

@@ -59,6 +59,14 @@ def test_tenant_rate_limit_applies(stack):
     assert err.value.body["code"] == "rate_limit_exceeded"
 
 
+def test_tenant_hard_budget_applies(stack):
+    with stack.openai("frugal") as client:
+        client.embeddings.create(model="minilm", input="the first request spends the whole budget")
+        with pytest.raises(openai.RateLimitError) as err:
+            client.embeddings.create(model="minilm", input="past the budget")
+    assert err.value.body["code"] == "budget_exceeded"
+
+
 def test_auth_and_routing_errors(stack):
     with openai.OpenAI(base_url=stack.url + "/v1", api_key="sk-wrong", max_retries=0) as bad:
         with pytest.raises(openai.AuthenticationError):

@@ -124,3 +124,28 @@ def test_streamed_function_call(stack):
     assert done.arguments == pieces and isinstance(json.loads(pieces)["city"], str)
     call = next(i for i in events[-1].response.output if i.type == "function_call")
     assert call.arguments == pieces and events[-1].response.usage.output_tokens > 0
+
+
+def test_stored_response_expires_and_is_scoped_to_its_tenant(stack):
+    import redis
+
+    from gateway.response_store import STORE_TTL_S
+    from tests.support import SHARED_REDIS
+
+    with stack.openai() as client:
+        stored = client.responses.create(model="small", input="Remember 42.", max_output_tokens=4, temperature=0)
+    r = redis.Redis.from_url(SHARED_REDIS)
+    ttl = r.ttl(f"{stack.prefix}responses:alpha:{stored.id}")
+    assert 0 < ttl <= STORE_TTL_S  # kept with an expiry, under the tenant's own key
+    assert not r.exists(f"{stack.prefix}responses:beta:{stored.id}")
+
+
+def test_text_format_json_schema_is_honoured_live(stack):
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+              "required": ["answer"], "additionalProperties": False}
+    with stack.openai() as client:
+        response = client.responses.create(
+            model="small", input="Is water wet? Answer in JSON.", max_output_tokens=32, temperature=0.7,
+            text={"format": {"type": "json_schema", "name": "verdict", "schema": schema, "strict": True}})
+    assert response.status == "completed"
+    assert json.loads(response.output_text)["answer"] in ("yes", "no")
