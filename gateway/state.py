@@ -22,7 +22,6 @@ from .console.activity import ActivityLog
 from .metrics import METRICS
 from .policy_seam import build_policy_service
 from .pool import Pools
-from .quality.config import parse_quality
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
 from .tier_capabilities import by_tier, read_card
@@ -46,7 +45,7 @@ class GatewayState:
         self.client_timeout = self._timeout(config)
         self._tasks: list[asyncio.Task] = []
         self._config_mtime = self._mtime()
-        self.quality = QualityMonitor(self)  # validates the `quality:` section now
+        self.quality = QualityMonitor(self)
         self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
 
     @staticmethod
@@ -102,7 +101,6 @@ class GatewayState:
         try:
             new = load_config(self.config_path)
             policy = self.policy_factory(new, self.redis)
-            quality = parse_quality(new)
         except (ConfigError, RuntimeError) as exc:
             METRICS.reloads.labels("rejected").inc()
             log.error("config reload rejected, keeping the running config: %s", exc)
@@ -112,7 +110,7 @@ class GatewayState:
         self.client_timeout = self._timeout(new)
         self.policy = policy
         self.config = new
-        self.quality.configure(quality)
+        self.quality.configure(new.quality)
         self.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
         log.info("config reloaded from %s", self.config_path)

@@ -16,7 +16,7 @@ import time
 
 from ..metrics import METRICS
 from . import metrics
-from .config import QualityConfig, parse_quality
+from .config import QualityConfig
 from .controller import Controller
 from .hotswap import ClassifierSwapper
 from .reask import ask
@@ -34,7 +34,7 @@ def top_tier(config):
 class QualityMonitor:
     def __init__(self, state, scorer: Scorer | None = None):
         self.state = state
-        self.config: QualityConfig = parse_quality(state.config)
+        self.config: QualityConfig = state.config.quality
         self.controller = Controller()
         self.scorer = scorer or Scorer()
         self.swapper = ClassifierSwapper(state)
