@@ -102,7 +102,7 @@ class Config:
     embedding_tiers: list[Tier] = setting(
         doc="/v1/embeddings tiers: the same fields as a tier, chosen by model name only (no complexity "
             "routing), failing over only to other embeddings tiers.", factory=list, key="embeddings",
-        items=Tier, shown_as="list")
+        shown_as="list")
     redis: RedisConfig = setting(doc="The shared Redis.", factory=RedisConfig)
     timeouts: Timeouts = setting(doc="Upstream timeouts.", factory=Timeouts)
     failover: Failover = setting(doc="Retrying other workers, then the next tier up.", factory=Failover)
