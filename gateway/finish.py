@@ -21,7 +21,8 @@ from .accounting import Accounted, publish_spend, record_request
 from .config import Config, Tier
 from .console.activity import Served
 from .metrics import METRICS
-from .relay import Usage
+from .relay import StreamRelay, Usage
+from .upstream import Opened
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,8 @@ class Outcome:
     kind: str              # chat, completion or embeddings
     stream: bool
     served: Tier           # the tier that answered (the routed one when none did)
-    opened: object | None  # the upstream attempt that answered (upstream.Opened), None when none did
-    relay: object | None   # the StreamRelay of a streamed answer
+    opened: Opened | None  # the upstream attempt that answered, None when none did
+    relay: StreamRelay | None  # the relay of a streamed answer
     usage: Usage
 
     @property
@@ -42,8 +43,11 @@ class Outcome:
         return self.relay is not None and not self.relay.completed
 
 
-def outcome_of(config: Config, ctx, route, kind: str, stream: bool, opened, relay, usage: Usage) -> Outcome:
-    return Outcome(kind, stream, config.tier(ctx.tier) or route.tier, opened, relay, usage)
+def outcome_of(config: Config, ctx, route, kind: str, stream: bool, opened: Opened | None,
+               relay: StreamRelay | None, usage: Usage) -> Outcome:
+    # the answering attempt knows its tier; when none answered, the last tier tried (ctx) is billed at 0
+    served = opened.tier if opened is not None else config.tier(ctx.tier) or route.tier
+    return Outcome(kind, stream, served, opened, relay, usage)
 
 
 async def finish(state, config: Config, policy, ctx, route, admission, sample, outcome: Outcome) -> None:

@@ -30,7 +30,7 @@ def make_service(shared_redis, tmp_path):
 
     def make(tenants: dict, redis=None, **policy) -> PolicyService:
         # Tests about exactness must not fail open because a loaded machine answered late.
-        timeout_s = policy.pop("redis_timeout_s", 5)
+        timeout_s = policy.pop("redis_timeout_s", 5)  # the gateway's redis.socket_timeout_s, via RedisAccess
         config = policies_config(tenants, str(tmp_path / "logs"), **policy)
         access = RedisAccess(key_prefix=prefix, timeout_s=timeout_s, retry_after_s=0.5)
         service = PolicyService(config, redis or client, TIERS, access=access,
