@@ -66,11 +66,11 @@ def build_policy_service(config: Config, redis) -> PolicyService:
     """The policy service for this config: OpenPolicy without tenants. Policies get their own
     typed section, the tiers and the Redis settings; never the gateway's whole Config."""
     if not config.policies.tenants:
-        publish_policy(config, None)
+        publish_policy(config)
         return OpenPolicy()
     access = RedisAccess(key_prefix=config.redis.key_prefix, timeout_s=config.redis.socket_timeout_s,
                          retry_after_s=config.redis.retry_after_s)
     service = build_service(config.policies, redis, config.tiers, access=access,
                             embedding_tiers=config.embedding_tiers)
-    publish_policy(config, service)  # budgets as gauges, known cost series at 0
+    publish_policy(config)  # budgets as gauges, known cost series at 0
     return service

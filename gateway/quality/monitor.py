@@ -116,14 +116,16 @@ class QualityMonitor:
             log.exception("quality sampling failed to start")
             return None
 
-    def finish(self, sample: Sample, opened, relay) -> None:
+    def finish(self, sample: Sample, outcome) -> None:
+        """`outcome`: the request's relay.Outcome; only a clean 200 answer is worth judging."""
         try:
+            opened = outcome.opened
             if opened is None or opened.response.status != 200:
                 return
-            if relay is not None and (not relay.completed or relay.cut or sample.overflow):
+            if outcome.stream and (outcome.cut or outcome.stream_error or sample.overflow):
                 return
             sample.served_tier = opened.tier
-            if relay is None:
+            if not outcome.stream:
                 sample.served_body = opened.body
             if not sample.shadow and opened.tier.name != sample.candidate_tier.name:
                 sample.candidate_tier = opened.tier  # failover served it elsewhere: judge that tier

@@ -7,11 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..context import RequestContext
-from ..upstream import open_upstream
+from ..upstream import PATHS, open_upstream
 from .checks import Answer
 from .sample import Sample, parse_whole
-
-PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
 
 
 class ReaskError(Exception):
