@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
+from typing import Awaitable, Protocol
 
 import aiohttp
 
@@ -44,6 +45,14 @@ class Attempts:
     leaves mid-attempt) the last tier tried is still the one the request is billed and counted on."""
     tier: Tier
     count: int = 0  # workers tried (> 1 when the answer came from a failover)
+
+
+class Opener(Protocol):
+    """open_upstream with the process's pools, affinity index and HTTP session already bound:
+    what the quality monitor's re-asks get instead of the whole GatewayState."""
+
+    def __call__(self, config: Config, ctx: RequestContext, route: Route, path: str, body: dict,
+                 stream: bool) -> Awaitable[Opened]: ...
 
 
 def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
