@@ -16,20 +16,20 @@ and tiers come from the config, reasons from ROUTING_REASONS, levels are classif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import lru_cache
 
 from prometheus_client import Counter, Gauge
 
+from policies.config import Budgets
 from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
 from policies.decision_types import RoutedBy
+from policies.service import PolicyService
 
 from .config import Config, Tier
 from .metrics import METRICS
 
 # Why a request ended on its tier (the decision's routed_by, a policy move split by direction).
 ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")
-BUDGET_PERIODS = {"day": ("daily_soft", "daily_hard"), "month": ("monthly_soft", "monthly_hard")}
 
 TOP_TIER_COST = Counter("tiergate_cost_top_tier_usd_total",
                         "What the served tokens would have cost at the top tier's prices",
@@ -88,13 +88,14 @@ class Accounted:
     top_cost_micro: int = 0  # the same tokens at the top tier's prices
 
 
-def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> Accounted | None:
+def record_request(config: Config, tenant: str, route, outcome) -> Accounted | None:
     """Account one finished client request (called once, after the final attempt); None when
     no upstream answered (nothing served, nothing routed)."""
-    if opened is None:
+    if outcome.opened is None:
         return None
-    reason = routing_reason(config, route, served, opened.attempts)
-    ROUTED.labels(ctx.tenant, served.name, reason).inc()
+    served, usage = outcome.served, outcome.usage
+    reason = routing_reason(config, route, served, outcome.attempts)
+    ROUTED.labels(tenant, served.name, reason).inc()
     if route.classification is not None:
         CLASSIFIER_LEVELS.labels(route.classification.classifier, str(int(route.classification.tier))).inc()
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
@@ -103,17 +104,16 @@ def record_request(config: Config, ctx, route, served: Tier, usage, opened) -> A
     actual = cost_micro(served, prompt, completion)
     top = top_tier(config, served)
     counterfactual = cost_micro(top, prompt, completion)
-    METRICS.cost.labels(ctx.tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
-    TOP_TIER_COST.labels(ctx.tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
-    SAVED.labels(ctx.tenant, served.name, served.model).inc(max(0, counterfactual - actual) / MICRO_PER_USD)
+    METRICS.cost.labels(tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
+    TOP_TIER_COST.labels(tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
+    SAVED.labels(tenant, served.name, served.model).inc(max(0, counterfactual - actual) / MICRO_PER_USD)
     return Accounted(reason, actual, counterfactual)
 
 
-def publish_policy(config: Config, service) -> None:
+def publish_policy(config: Config) -> None:
     """Budgets per tenant as gauges, and every known (tenant, tier) series at 0."""
-    tenants = getattr(getattr(service, "config", None), "tenants", None)
-    names = list(tenants) if tenants else ["anonymous"]
-    for name in names:
+    tenants = config.policies.tenants
+    for name in list(tenants) or ["anonymous"]:
         for tier in (*config.tiers, *config.embedding_tiers):
             for series in (METRICS.cost, TOP_TIER_COST, SAVED):
                 series.labels(name, tier.name, tier.model)
@@ -121,26 +121,26 @@ def publish_policy(config: Config, service) -> None:
                 METRICS.tokens.labels(name, tier.name, tier.model, direction)
             for reason in ROUTING_REASONS:
                 ROUTED.labels(name, tier.name, reason)
-        budgets = getattr(getattr(tenants.get(name), "policy", None), "budgets", None) if tenants else None
-        for period, fields in BUDGET_PERIODS.items():
-            for kind, field in zip(("soft", "hard"), fields):
-                micro = getattr(budgets, field, None)
-                if micro is not None:
-                    BUDGET.labels(name, period, kind).set(micro / MICRO_PER_USD)
+        if name in tenants:
+            _publish_budgets(name, tenants[name].policy.budgets)
 
 
-def publish_spend(policy, tenant: str) -> None:
+def _publish_budgets(tenant: str, budgets: Budgets) -> None:
+    for period, kind, micro in (("day", "soft", budgets.daily_soft), ("day", "hard", budgets.daily_hard),
+                                ("month", "soft", budgets.monthly_soft), ("month", "hard", budgets.monthly_hard)):
+        if micro is not None:
+            BUDGET.labels(tenant, period, kind).set(micro / MICRO_PER_USD)
+
+
+def publish_spend(policy: PolicyService, tenant: str) -> None:
     """The ledger's day/month spend as last returned by Redis to this process (exact figures).
 
     Several processes: /metrics shows the largest live value, and within a period spend only
     grows, so that is the newest. Hence a settle that finishes late never lowers the figure here,
     and when a period ends this process zeroes its old figures (until a process serves a
     tenant after midnight UTC, the tenant's "day" still shows yesterday's spend)."""
-    snapshot = getattr(policy, "snapshot", None)
-    if snapshot is None:
-        return
-    spent = snapshot(tenant)
-    now = getattr(policy, "clock", _utc_now)()
+    spent = policy.snapshot(tenant)
+    now = policy.clock()
     periods = {"day": now.strftime("%Y-%m-%d"), "month": now.strftime("%Y-%m")}
     for (name, period), (key, _) in list(_published.items()):
         if key != periods[period]:
@@ -151,7 +151,3 @@ def publish_spend(policy, tenant: str) -> None:
         if value >= _published.get((tenant, period), ("", 0.0))[1]:
             SPEND.labels(tenant, period).set(value)
             _published[(tenant, period)] = (periods[period], value)
-
-
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)

@@ -23,6 +23,8 @@ class Classification:
 
 class Classifier(Protocol):
     name: str
+    version: str | None  # None: a rule, not a trained model
+    thresholds: Mapping[int, float] | None  # the model's calibrated thresholds, if it has any
 
     def classify(self, messages: list[dict] | None, prompt: str | None) -> Classification: ...
 
@@ -33,6 +35,8 @@ class PromptLengthClassifier:
     Levels by prompt characters: < 200 -> 1, < 1000 -> 2, < 4000 -> 3, else 4."""
 
     name = "prompt-length-rule"
+    version = None
+    thresholds = None
     BOUNDS = (200, 1000, 4000)
 
     def classify(self, messages, prompt) -> Classification:
@@ -61,6 +65,14 @@ class OnnxComplexityClassifier:
     @property
     def thresholds(self) -> dict[int, float]:
         return self._model.thresholds
+
+
+class ClassifierSlot:
+    """The classifier requests use now. Routing reads `current`; the hot-swapper replaces it in
+    one assignment, so a request sees the old model or the new one, never a mix."""
+
+    def __init__(self, classifier: Classifier):
+        self.current = classifier
 
 
 def load_classifier() -> Classifier:

@@ -1,14 +1,15 @@
-"""After the answer: one typed Outcome, and `finish` that does everything that follows it in
-one place and this order:
+"""After the answer: `finish(outcome)` does everything that follows it in one place and this
+order:
 
 1. give the upstream connection back (pooled when the answer completed, closed when it was
    cut: closing is what tells the worker to stop generating);
-2. count a cut stream's tokens (what was streamed, the estimated prompt);
-3. metrics: tokens, latency, TTFT and time per output token;
-4. cost, the top-tier counterfactual and why the tier was chosen (accounting.py);
-5. the console's activity counters (in memory; flushed once a second);
-6. the quality monitor's sample (queued; never waited on);
-7. settle the tenant's admission in Redis, shielded so a client disconnect cannot skip billing.
+2. metrics: tokens, latency, TTFT and time per output token;
+3. cost, the top-tier counterfactual and why the tier was chosen (accounting.py);
+4. the console's activity counters (in memory; flushed once a second);
+5. the quality monitor's sample (queued; never waited on);
+6. settle the tenant's admission in Redis, shielded so a client disconnect cannot skip billing.
+
+The `Outcome` (relay.py) is final when it arrives here; finish reads it and writes nothing back.
 """
 from __future__ import annotations
 
@@ -16,65 +17,72 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
+
+from policies.service import PolicyService as TenantPolicies
 
 from .accounting import Accounted, publish_spend, record_request
-from .config import Config, Tier
-from .console.activity import Served
+from .config import Config
+from .console.activity import ActivityLog, Served
+from .context import RequestContext
 from .metrics import METRICS
-from .relay import Usage
+from .policy_seam import PolicyService
+from .quality.monitor import QualityMonitor
+from .quality.sample import Sample
+from .relay import Outcome
+from .routing import Route
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Outcome:
-    """What one request's attempt to answer came to."""
-    kind: str              # chat, completion or embeddings
-    stream: bool
-    served: Tier           # the tier that answered (the routed one when none did)
-    opened: object | None  # the upstream attempt that answered (upstream.Opened), None when none did
-    relay: object | None   # the StreamRelay of a streamed answer
-    usage: Usage
-
-    @property
-    def cut(self) -> bool:
-        """A stream that ended before the upstream finished it (client gone, upstream cut)."""
-        return self.relay is not None and not self.relay.completed
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """The request finish() closes: its context, route, admission and quality sample (if drawn)."""
+    ctx: RequestContext
+    route: Route
+    admission: Any  # the policy's own token, handed back to it on settle
+    sample: Sample | None
 
 
-def outcome_of(config: Config, ctx, route, kind: str, stream: bool, opened, relay, usage: Usage) -> Outcome:
-    return Outcome(kind, stream, config.tier(ctx.tier) or route.tier, opened, relay, usage)
+@dataclass(frozen=True, slots=True)
+class Sinks:
+    """Everything finish() reports to, and nothing else of the process state. `config` and
+    `policy` are the request's own snapshots: a reload meanwhile changes neither."""
+    config: Config
+    policy: PolicyService
+    activity: ActivityLog
+    quality: QualityMonitor
 
 
-async def finish(state, config: Config, policy, ctx, route, admission, sample, outcome: Outcome) -> None:
-    """`config` and `policy` are the request's own snapshots: a reload meanwhile changes neither."""
-    opened, usage = outcome.opened, outcome.usage
+async def finish(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
+    ctx, route, opened = admitted.ctx, admitted.route, outcome.opened
     if opened is not None:
         opened.backend.on_done()
         if outcome.cut:
             opened.response.close()
         else:
             opened.response.release()
-    if outcome.relay is not None and not usage.reported:  # client went away mid-stream
-        usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, outcome.relay.chunks
     _observe(ctx, outcome)
-    accounted = record_request(config, ctx, route, outcome.served, usage, opened)
-    if state.activity.enabled:
-        state.activity.record(_served(ctx, route, outcome, accounted))
-    if sample is not None:
-        state.quality.finish(sample, opened, outcome.relay)
-    await asyncio.shield(_settle(policy, admission, ctx, outcome.served.name, usage))
+    accounted = record_request(sinks.config, ctx.tenant, route, outcome)
+    if sinks.activity.enabled:
+        sinks.activity.record(_served(ctx, route, outcome, accounted))
+    if admitted.sample is not None:
+        sinks.quality.finish(admitted.sample, outcome)
+    await asyncio.shield(_settle(sinks.policy, admitted.admission, ctx, outcome))
 
 
-async def _settle(policy, admission, ctx, tier_name: str, usage: Usage) -> None:
+async def _settle(policy: PolicyService, admission, ctx: RequestContext, outcome: Outcome) -> None:
+    usage = outcome.usage
     try:
-        await policy.settle(admission, ctx.request_id, tier_name, usage.prompt_tokens, usage.completion_tokens)
-        publish_spend(policy, ctx.tenant)
+        await policy.settle(admission, ctx.request_id, outcome.served.name, usage.prompt_tokens,
+                            usage.completion_tokens)
+        if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
+            publish_spend(policy, ctx.tenant)
     except Exception:  # settle failures are the policy's to report; the answer already left
         log.exception("settle failed for request %s", ctx.request_id)
 
 
-def _observe(ctx, outcome: Outcome) -> None:
+def _observe(ctx: RequestContext, outcome: Outcome) -> None:
     tier, usage = outcome.served, outcome.usage
     if usage.prompt_tokens or usage.completion_tokens:
         METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "in").inc(usage.prompt_tokens)
@@ -88,7 +96,7 @@ def _observe(ctx, outcome: Outcome) -> None:
                 (now - usage.first_token_at) / (usage.completion_tokens - 1))
 
 
-def _served(ctx, route, outcome: Outcome, accounted: Accounted | None) -> Served:
+def _served(ctx: RequestContext, route: Route, outcome: Outcome, accounted: Accounted | None) -> Served:
     c, usage = route.classification, outcome.usage
     return Served(kind=outcome.kind, tenant=ctx.tenant, requested_model=route.requested_model,
                   tier=outcome.served.name, reason=accounted.reason if accounted else None,

@@ -14,14 +14,14 @@ from wire.requests import parse_chat, parse_completion
 from . import metrics
 from .config import AUTO
 from .embeddings_route import plan_embeddings_route
-from .finish import finish, outcome_of
-from .relay import StreamRelay, Usage, relay_whole
+from .finish import Admitted, Sinks, finish
+from .policy_seam import OpenPolicy
+from .relay import relay
 from .routing import plan_route
-from .upstream import choose, open_upstream
+from .upstream import choose
 
 STATE = web.AppKey("tiergate_state", object)
 CTX = web.RequestKey("tiergate_ctx", object)
-PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
 
@@ -52,7 +52,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
                     shaper=None) -> web.StreamResponse:
-    """The one request path: parse -> authenticate -> route -> admit -> relay -> finish.
+    """The one request path: parse -> authenticate -> route -> admit -> relay -> finish(outcome).
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
@@ -74,21 +74,14 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     cap = route.decision.max_tokens_cap
     admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
                                    min(max_tokens, cap) if cap else max_tokens)
-    usage, opened, relay = Usage(), None, None
     stream = not embedding and parsed.params.stream
     sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
-    try:
-        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, stream)
-        if stream:
-            relay = StreamRelay(request, opened, ctx, usage, parsed.params.include_usage,
-                                route.estimated_prompt_tokens, shaper)
-            relay.tap = sample.tap if sample is not None else None
-            return await relay.run()
-        whole = relay_whole(opened, ctx, usage)
-        return await shaper.whole(whole) if shaper is not None else whole
-    finally:  # everything after the answer, in one place (finish.py)
-        await finish(state, config, policy, ctx, route, admission, sample,
-                     outcome_of(config, ctx, route, kind, stream, opened, relay, usage))
+    outcome = await relay(request, state, config, ctx, route, kind, body, stream=stream,
+                          include_usage=not embedding and parsed.params.include_usage, shaper=shaper,
+                          tap=sample.tap if sample is not None else None)
+    await finish(outcome, Admitted(ctx, route, admission, sample),
+                 Sinks(config, policy, state.activity, state.quality))
+    return outcome.deliver()
 
 
 async def route_dry_run(request: web.Request) -> web.Response:
@@ -165,7 +158,7 @@ async def usage(request: web.Request) -> web.Response:
     policy = state.policy
     tenant = policy.authenticate(request.headers.get("Authorization"))
     request[CTX].tenant = tenant.name
-    if not hasattr(policy, "usage"):
+    if isinstance(policy, OpenPolicy):
         raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")
     days = request.query.get("days", "7")
     if not days.isdigit() or not 1 <= int(days) <= 366:

@@ -12,9 +12,10 @@ from typing import Any, Protocol
 
 from policies.config import TenantPolicy
 from policies.decision import Decision, RouteRequest, decide
+from policies.service import RedisAccess, build_service
 
 from .accounting import publish_policy
-from .config import Config, ConfigError
+from .config import Config
 
 
 class Tenant(Protocol):
@@ -62,19 +63,14 @@ class OpenPolicy:
 
 
 def build_policy_service(config: Config, redis) -> PolicyService:
-    """The policy service for this config; the real one arrives with policies/."""
-    if not config.raw.get("tenants"):
-        publish_policy(config, None)
+    """The policy service for this config: OpenPolicy without tenants. Policies get their own
+    typed section, the tiers and the Redis settings; never the gateway's whole Config."""
+    if not config.policies.tenants:
+        publish_policy(config)
         return OpenPolicy()
-    try:
-        from policies.service import build_service  # provided by the policies package
-    except ImportError as exc:
-        raise RuntimeError("config has a 'tenants' section but policies.service is not available") from exc
-    from policies.fields import PolicyConfigError
-
-    try:
-        service = build_service(config, redis)
-    except PolicyConfigError as exc:  # one error type for the config file, whichever part checked it
-        raise ConfigError(str(exc)) from None
-    publish_policy(config, service)  # budgets as gauges, known cost series at 0
+    access = RedisAccess(key_prefix=config.redis.key_prefix, timeout_s=config.redis.socket_timeout_s,
+                         retry_after_s=config.redis.retry_after_s)
+    service = build_service(config.policies, redis, config.tiers, access=access,
+                            embedding_tiers=config.embedding_tiers)
+    publish_policy(config)  # budgets as gauges, known cost series at 0
     return service

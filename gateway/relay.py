@@ -1,4 +1,6 @@
-"""Relaying an opened upstream answer to the client, and reading its token usage.
+"""Relaying an upstream answer to the client, reading its token usage, and saying what the
+request came to: `relay` opens the upstream (upstream.py), copies its answer and returns the
+typed `Outcome` that finish.py consumes.
 
 Streams are forwarded event by event as they arrive (no buffering beyond one partial SSE
 frame). The gateway always asks upstreams for a usage chunk and drops it when the client
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import aiohttp
 from aiohttp import web
@@ -17,9 +20,11 @@ from aiohttp import web
 from wire.errors import OpenAIError
 from wire.sse import DONE, error_event, iter_events
 
+from .config import Config, Tier
 from .context import RequestContext
 from .metrics import METRICS
-from .upstream import RETRYABLE, Opened
+from .routing import Route
+from .upstream import PATHS, RETRYABLE, Attempts, Opened, open_upstream
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
 
@@ -30,6 +35,51 @@ class Usage:
     completion_tokens: int = 0
     reported: bool = False  # False: counted by the gateway (e.g. a cut stream)
     first_token_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one request's attempt to answer came to."""
+    kind: str              # chat, completion or embeddings
+    stream: bool
+    served: Tier           # the tier that answered (when none did: the last one tried)
+    attempts: int          # workers tried (> 1: failed over)
+    opened: Opened | None  # the upstream attempt that answered, None when none did
+    usage: Usage           # as reported, or counted by the gateway for a stream without a report
+    cut: bool              # a stream that ended before the upstream finished it (client gone, upstream cut)
+    stream_error: bool     # a streamed answer carried or ended with an upstream error
+    answer: web.StreamResponse | None = None  # what the client gets...
+    error: BaseException | None = None        # ...or what it raised instead
+
+    def deliver(self) -> web.StreamResponse:
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+async def relay(request: web.Request, state, config: Config, ctx: RequestContext, route: Route, kind: str,
+                body: dict, *, stream: bool, include_usage: bool, shaper=None,
+                tap: Callable[[bytes], None] | None = None) -> Outcome:
+    """Open an upstream and copy its answer to the client. It never raises: whatever went wrong
+    (no worker, the client gone) travels in the Outcome, so finish() always gets one."""
+    usage, attempts = Usage(), Attempts(route.tier)
+    opened = streamer = answer = error = None
+    try:
+        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, stream, attempts)
+        if stream:
+            streamer = StreamRelay(request, opened, ctx, usage, include_usage, route.estimated_prompt_tokens, shaper)
+            streamer.tap = tap
+            answer = await streamer.run()
+        else:
+            whole = relay_whole(opened, ctx, usage)
+            answer = await shaper.whole(whole) if shaper is not None else whole
+    except BaseException as exc:  # cancellation too: the handler re-raises it after finish()
+        error = exc
+    if streamer is not None and not usage.reported:  # client went away mid-stream: bill what was streamed
+        usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, streamer.chunks
+    return Outcome(kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count, opened,
+                   usage, cut=streamer is not None and not streamer.completed,
+                   stream_error=streamer is not None and streamer.cut, answer=answer, error=error)
 
 
 def _read_usage(obj: dict, usage: Usage) -> None:

@@ -58,8 +58,7 @@ def _classify(state, parsed: ChatRequest | CompletionRequest) -> Classification:
 
 
 def _signal(state, c: Classification) -> Signal:
-    quality = getattr(state, "quality", None)  # the quality monitor's threshold shift (gateway/quality/)
-    shift = quality.threshold_shift() if quality is not None else None
+    shift = state.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
                   thresholds=c.thresholds, quality_shift=shift or None)
 

@@ -11,21 +11,21 @@ import logging
 import os
 import signal
 import time
-from pathlib import Path
+from functools import partial
 
 import aiohttp
 
 from .affinity import AffinityIndex
-from .classify import Classifier, load_classifier
+from .classify import Classifier, ClassifierSlot, load_classifier
 from .config import Config, ConfigError, load_config
 from .console.activity import ActivityLog
 from .metrics import METRICS
 from .policy_seam import build_policy_service
 from .pool import Pools
-from .quality.config import parse_quality
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
 from .tier_capabilities import by_tier, read_card
+from .upstream import open_upstream
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class GatewayState:
         self.config = config
         self.policy_factory = policy_factory
         self.config_path = config_path
-        self.classifier = classifier or load_classifier()
+        self.classifiers = ClassifierSlot(classifier or load_classifier())  # the hot-swapper replaces it
         self.pools = Pools(config)
         self.capabilities = by_tier(config, self.pools)  # tier name -> what it can do; swapped whole
         self.redis = None
@@ -46,8 +46,12 @@ class GatewayState:
         self.client_timeout = self._timeout(config)
         self._tasks: list[asyncio.Task] = []
         self._config_mtime = self._mtime()
-        self.quality = QualityMonitor(self)  # validates the `quality:` section now
+        self.quality = QualityMonitor(lambda: self.config, self.classifiers, partial(open_upstream, self))
         self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
+
+    @property
+    def classifier(self) -> Classifier:
+        return self.classifiers.current
 
     @staticmethod
     def _timeout(config: Config) -> aiohttp.ClientTimeout:
@@ -68,7 +72,7 @@ class GatewayState:
         else:
             log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
         self.policy = self.policy_factory(self.config, self.redis)
-        await self.quality.start()  # loads the scoring model before any traffic or health check
+        await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
         self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         # cards before serving: a request with `tools` must not meet capabilities not yet read
@@ -102,7 +106,6 @@ class GatewayState:
         try:
             new = load_config(self.config_path)
             policy = self.policy_factory(new, self.redis)
-            quality = parse_quality(new)
         except (ConfigError, RuntimeError) as exc:
             METRICS.reloads.labels("rejected").inc()
             log.error("config reload rejected, keeping the running config: %s", exc)
@@ -112,7 +115,7 @@ class GatewayState:
         self.client_timeout = self._timeout(new)
         self.policy = policy
         self.config = new
-        self.quality.configure(quality)
+        self.quality.configure(new.quality)
         self.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
         log.info("config reloaded from %s", self.config_path)

@@ -11,6 +11,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
+from typing import Awaitable, Protocol
 
 import aiohttp
 
@@ -27,6 +28,7 @@ RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # failure to fail over from, never a verdict to pass on as if the client's key were wrong.
 GATEWAY_CREDENTIALS_REFUSED = (401, 403)
 MAX_ERROR_BODY = 64 * 1024
+PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
 
 
 @dataclass
@@ -35,7 +37,22 @@ class Opened:
     backend: Backend
     response: aiohttp.ClientResponse
     body: bytes  # the whole body (non-streamed) or the first bytes (streamed)
-    attempts: int = 1  # workers tried, this one included (> 1: failed over)
+
+
+@dataclass
+class Attempts:
+    """How far the failover loop got, kept by the caller: when no worker answers (or the client
+    leaves mid-attempt) the last tier tried is still the one the request is billed and counted on."""
+    tier: Tier
+    count: int = 0  # workers tried (> 1 when the answer came from a failover)
+
+
+class Opener(Protocol):
+    """open_upstream with the process's pools, affinity index and HTTP session already bound:
+    what the quality monitor's re-asks get instead of the whole GatewayState."""
+
+    def __call__(self, config: Config, ctx: RequestContext, route: Route, path: str, body: dict,
+                 stream: bool) -> Awaitable[Opened]: ...
 
 
 def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
@@ -52,12 +69,13 @@ async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str
 
 
 async def open_upstream(state, config: Config, ctx: RequestContext, route: Route, path: str,
-                        body: dict, stream: bool) -> Opened:
-    tier, tried, attempts, last_error = route.tier, set(), 0, "no worker available"
+                        body: dict, stream: bool, attempts: Attempts | None = None) -> Opened:
+    attempts = attempts or Attempts(route.tier)
+    tier, tried, last_error = route.tier, set(), "no worker available"
     payloads: dict[str, bytes] = {}
     headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
                "x-tiergate-priority": route.decision.priority}
-    while attempts < config.failover.max_attempts:
+    while attempts.count < config.failover.max_attempts:
         pick, keys = await choose(state, config, route, tier, tried)
         if pick is None:
             higher = config.next_tier_up(tier) if config.failover.escalate else None
@@ -66,13 +84,13 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
             METRICS.escalations.labels(tier.name, higher.name).inc()
             tier = higher
             continue
-        if attempts:
+        if attempts.count:
             METRICS.retries.labels(tier.name).inc()
-        attempts += 1
+        attempts.count, attempts.tier = attempts.count + 1, tier
         backend = pick.backend
         tried.add(backend.url)
         _record_affinity(tier, pick.affinity, bool(keys))
-        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label
+        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
         if tier.name not in payloads:
             payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
                                                config.limits.default_max_tokens)
@@ -107,10 +125,10 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
         backend.on_success()
         if keys and response.status == 200:
             state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
-        return Opened(tier, backend, response, data, attempts)
+        return Opened(tier, backend, response, data)
     # a worker is retried once its breaker half-opens or the next health check passes
     retry_after = max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s)))
-    raise OpenAIError(503, f"no upstream worker could answer after {attempts} attempt(s); last error: {last_error}",
+    raise OpenAIError(503, f"no upstream worker could answer after {attempts.count} attempt(s); last error: {last_error}",
                       code="upstream_unavailable", headers={"Retry-After": str(retry_after)})
 
 

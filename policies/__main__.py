@@ -22,7 +22,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     if args.config:
         raw = _yaml_mapping(args.config)
         redis_section = raw.get("redis") or {}
-        prefix = prefix or (raw.get("policy") or {}).get("key_prefix") or redis_section.get("key_prefix")
+        prefix = prefix or redis_section.get("key_prefix")
         url = url or redis_section.get("url")
     prefix, url = prefix or "tiergate:", url or "redis://127.0.0.1:6379/0"
     paths = sorted({p for pattern in args.logs for p in (glob.glob(pattern) or [pattern])})
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     rb = sub.add_parser("rebuild-ledger", help="recompute the Redis spend ledger from usage logs")
     rb.add_argument("logs", nargs="+", help="usage log files or globs (all replicas, rotated ones too)")
     rb.add_argument("--redis-url", default=None, help="default: redis.url of --config, else redis://127.0.0.1:6379/0")
-    rb.add_argument("--prefix", default=None, help="default: policy.key_prefix or redis.key_prefix of --config")
+    rb.add_argument("--prefix", default=None, help="default: redis.key_prefix of --config")
     rb.add_argument("--config", default=None, help="gateway config YAML to read the Redis URL and prefix from")
     args = parser.parse_args(argv)
     if args.command == "hash-key":

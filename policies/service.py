@@ -21,10 +21,10 @@ from policies.keys import KeyRing
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore
 from policies.replica import ReplicaState, replica_state
 from policies.usage_log import UsageLog, UsageRecord
+from typedconfig import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-BREAKER_S = 0.5          # after a Redis failure, skip Redis this long (no per-request timeout stalls)
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,14 @@ class Admission:
     charged_tokens: int
     max_tokens: int
     limited: bool   # False: admitted without Redis (fail-open), no limits were applied
+
+
+@dataclass(frozen=True)
+class RedisAccess:
+    """How policies use the gateway's Redis: the `redis:` section's knobs, one each for all users."""
+    key_prefix: str
+    timeout_s: float      # longest wait for one Redis call
+    retry_after_s: float  # after a failure, skip Redis this long (no per-request timeout stalls)
 
 
 class RedisUnavailable(Exception):
@@ -49,13 +57,14 @@ def _seconds_until(now: datetime, what: str) -> int:
 
 
 class PolicyService:
-    def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *,
-                 key_prefix: str = "tiergate:", replica: ReplicaState | None = None,
+    def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,
+                 replica: ReplicaState | None = None,
                  clock: Callable[[], datetime] | None = None, priced_only: Sequence[Any] = ()):
         self.config = config
         # Tiers that settle bills but that decide() never routes to (embeddings: chosen by name).
         self._priced_only = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in priced_only}
-        self.store = PolicyStore(redis, config.key_prefix or key_prefix, config.idempotency_ttl_s)
+        self.access = access
+        self.store = PolicyStore(redis, access.key_prefix, config.idempotency_ttl_s)
         self.keyring = KeyRing(config)
         self.replica = replica or ReplicaState(UsageLog(config.usage_log))
         self.usage_log = self.replica.usage_log
@@ -103,10 +112,10 @@ class PolicyService:
             raise RedisUnavailable(operation)
         waiting_for_pool = [False]
         try:
-            return await asyncio.wait_for(self._pooled(call, waiting_for_pool), self.config.redis_timeout_s)
+            return await asyncio.wait_for(self._pooled(call, waiting_for_pool), self.access.timeout_s)
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             if not waiting_for_pool[0]:  # a busy client is not an outage; anything else opens the breaker
-                self.replica.redis_down_until = time.monotonic() + BREAKER_S
+                self.replica.redis_down_until = time.monotonic() + self.access.retry_after_s
             log.warning("redis unavailable during %s: %s: %s", operation, type(exc).__name__, exc)
             raise RedisUnavailable(operation) from exc
 
@@ -239,18 +248,12 @@ class PolicyService:
         self.usage_log.close()
 
 
-def build_service(config: Any, redis: Any) -> PolicyService:
-    """Entry point for gateway/policy_seam: a PolicyService for a gateway `Config` that has
-    `tenants:`. Config errors are PolicyConfigError; the gateway turns them into its own
-    ConfigError, so a bad reload is rejected and the running config kept."""
-    from policies.config import parse_policies
-    from policies.fields import PolicyConfigError
-
-    tiers = sorted(config.tiers, key=lambda t: t.level)
-    embedding_tiers = getattr(config, "embedding_tiers", [])
-    policies = parse_policies(config.raw.get("policy"), config.raw.get("tenants"), [t.name for t in tiers],
-                              config.source)
+def build_service(policies: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,
+                  embedding_tiers: Sequence[Any] = ()) -> PolicyService:
+    """Entry point for gateway/policy_seam: a PolicyService for the validated `policy:`/`tenants:`
+    sections, the tiers it routes and bills, and the gateway's Redis settings. Embedding tiers
+    are billed but never routed to."""
     if redis is None:
-        raise PolicyConfigError(f"{config.source}: tenants: need Redis (set redis.url or use the launcher)")
-    return PolicyService(policies, redis, tiers, key_prefix=config.redis.key_prefix,
+        raise ConfigError.at(policies.source, "tenants", "need Redis (set redis.url or use the launcher)")
+    return PolicyService(policies, redis, sorted(tiers, key=lambda t: t.level), access=access,
                          replica=replica_state(policies.usage_log), priced_only=embedding_tiers)

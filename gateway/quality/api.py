@@ -45,7 +45,7 @@ async def quality(request: web.Request) -> web.Response:
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top_tier(config).name,
             "local_counts": dict(monitor.counts), "queue_depth": monitor.queue.qsize() if monitor.queue else 0,
             "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
-            "classifier": {"name": getattr(state.classifier, "name", "unknown"),
+            "classifier": {"name": state.classifier.name,
                            "version": version_of(state.classifier), "swaps": monitor.swapper.history},
             "tiers": {}, "classes": {}, "changes": []}
     store = monitor.store

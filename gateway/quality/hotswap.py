@@ -1,7 +1,7 @@
 """Hot-swapping the complexity classifier while the gateway serves.
 
-The new model is loaded and tried off the event loop, then `state.classifier` is replaced in
-one assignment: a request that already classified keeps its result, the next one uses the
+The new model is loaded and tried off the event loop, then the `ClassifierSlot`'s current
+classifier is replaced in one assignment: a request that already classified keeps its result, the next one uses the
 new model, nothing is dropped. A model that fails to load is rejected and the old one kept.
 Triggers: a change of the files in `quality.classifier_model_dir` (seen twice in a row with
 the same size and mtime, so a half-written file is never loaded) or
@@ -13,16 +13,17 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
-from ..classify import OnnxComplexityClassifier
+from ..classify import Classifier, ClassifierSlot, OnnxComplexityClassifier
 from . import metrics
 
 log = logging.getLogger(__name__)
 FILES = ("complexity.onnx", "metadata.json")
 
 
-def version_of(classifier) -> str:
-    return getattr(classifier, "version", None) or getattr(classifier, "name", "unknown")
+def version_of(classifier: Classifier) -> str:
+    return classifier.version or classifier.name
 
 
 def _signature(folder: Path) -> tuple | None:
@@ -41,15 +42,18 @@ def _load(folder: Path) -> OnnxComplexityClassifier:
 
 
 class ClassifierSwapper:
-    def __init__(self, state):
-        self.state = state
+    """`model_dir` reads the configured folder (None: the packaged model, not watched);
+    `swapped` runs after each swap (the monitor re-reads the new model's thresholds)."""
+
+    def __init__(self, slot: ClassifierSlot, model_dir: Callable[[], str | None], swapped: Callable[[], None]):
+        self.slot, self.model_dir, self.swapped = slot, model_dir, swapped
         self.history: list[dict] = []  # this replica's swaps, newest last (bounded)
         self._lock = asyncio.Lock()
         self._seen: tuple | None = None
         self._candidate: tuple | None = None
 
     def folder(self) -> Path:
-        configured = self.state.quality.config.classifier_model_dir
+        configured = self.model_dir()
         if configured:
             return Path(configured)
         from classifier.runtime import PACKAGED_MODEL_DIR
@@ -59,7 +63,7 @@ class ClassifierSwapper:
         async with self._lock:
             folder = self.folder()
             signature = _signature(folder)
-            previous = version_of(self.state.classifier)
+            previous = version_of(self.slot.current)
             try:
                 loaded = await asyncio.get_running_loop().run_in_executor(None, _load, folder)
             except Exception as exc:
@@ -67,9 +71,9 @@ class ClassifierSwapper:
                 log.error("classifier reload from %s rejected, keeping %s: %s: %s", folder, previous,
                           type(exc).__name__, exc)
                 raise
-            self.state.classifier = loaded
+            self.slot.current = loaded
             self._seen = self._candidate = signature
-            self.state.quality.thresholds_changed()
+            self.swapped()
             metrics.SWAPS.labels("applied").inc()
             event = {"previous": previous, "current": loaded.version, "model_dir": str(folder), "reason": reason,
                      "at_ms": int(time.time() * 1000)}
@@ -79,7 +83,7 @@ class ClassifierSwapper:
 
     async def poll(self) -> None:
         """Reload when the watched folder's files changed and then stayed the same for one poll."""
-        if not self.state.quality.config.classifier_model_dir:
+        if not self.model_dir():
             return
         signature = _signature(self.folder())
         if signature is None or signature == self._seen:

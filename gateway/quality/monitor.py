@@ -13,10 +13,14 @@ import json
 import logging
 import random
 import time
+from typing import Callable
 
+from ..classify import ClassifierSlot
+from ..config import Config
 from ..metrics import METRICS
+from ..upstream import Opener
 from . import metrics
-from .config import QualityConfig, parse_quality
+from .config import QualityConfig
 from .controller import Controller
 from .hotswap import ClassifierSwapper
 from .reask import ask
@@ -32,12 +36,18 @@ def top_tier(config):
 
 
 class QualityMonitor:
-    def __init__(self, state, scorer: Scorer | None = None):
-        self.state = state
-        self.config: QualityConfig = parse_quality(state.config)
+    """What it needs of the process, and nothing more: `snapshot` returns the current config
+    (tiers, Redis key prefix), `classifier` holds the classifier in use (the swapper replaces
+    it), `open_upstream` asks a tier through the gateway's own pools and failover."""
+
+    def __init__(self, snapshot: Callable[[], Config], classifier: ClassifierSlot, open_upstream: Opener,
+                 scorer: Scorer | None = None):
+        self.snapshot, self.classifier, self.open_upstream = snapshot, classifier, open_upstream
+        self.config: QualityConfig = snapshot().quality
         self.controller = Controller()
         self.scorer = scorer or Scorer()
-        self.swapper = ClassifierSwapper(state)
+        self.swapper = ClassifierSwapper(classifier, lambda: self.config.classifier_model_dir,
+                                         self.thresholds_changed)
         self.store: QualityStore | None = None
         self.queue: asyncio.Queue | None = None
         self.counts = {"sampled": 0, "dropped": 0, "passed": 0, "failed": 0, "error": 0}
@@ -46,10 +56,11 @@ class QualityMonitor:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, redis) -> None:
+        """`redis`: the process's client, None without Redis (samples are then scored, not stored)."""
         q = self.config
-        if self.state.redis is not None:
-            self.store = QualityStore(self.state.redis, self.state.config.redis.key_prefix)
+        if redis is not None:
+            self.store = QualityStore(redis, self.snapshot().redis.key_prefix)
         if q.classifier_model_dir:
             try:
                 await self.swapper.reload("configured classifier_model_dir")
@@ -75,8 +86,8 @@ class QualityMonitor:
         self.thresholds_changed()
 
     def thresholds_changed(self) -> None:
-        self.controller.update(self.controller.steps, self.state.config.tiers, self.config.step,
-                               getattr(self.state.classifier, "thresholds", None))
+        self.controller.update(self.controller.steps, self.snapshot().tiers, self.config.step,
+                               self.classifier.current.thresholds)
 
     async def _warm_up(self) -> None:
         try:
@@ -109,25 +120,27 @@ class QualityMonitor:
             if candidate.level >= top.level:
                 return None
             predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
-            return Sample(request_id=request_id, tenant=getattr(tenant, "name", "none"),
+            return Sample(request_id=request_id, tenant=tenant.name,
                           kind=kind, body=body, route=route, candidate_tier=candidate, shadow=shadow,
                           predicted_level=predicted)
         except Exception:
             log.exception("quality sampling failed to start")
             return None
 
-    def finish(self, sample: Sample, opened, relay) -> None:
+    def finish(self, sample: Sample, outcome) -> None:
+        """`outcome`: the request's relay.Outcome; only a clean 200 answer is worth judging."""
         try:
+            opened = outcome.opened
             if opened is None or opened.response.status != 200:
                 return
-            if relay is not None and (not relay.completed or relay.cut or sample.overflow):
+            if outcome.stream and (outcome.cut or outcome.stream_error or sample.overflow):
                 return
             sample.served_tier = opened.tier
-            if relay is None:
+            if not outcome.stream:
                 sample.served_body = opened.body
             if not sample.shadow and opened.tier.name != sample.candidate_tier.name:
                 sample.candidate_tier = opened.tier  # failover served it elsewhere: judge that tier
-                if opened.tier.level >= top_tier(self.state.config).level:
+                if opened.tier.level >= top_tier(self.snapshot()).level:
                     return
             try:
                 self.queue.put_nowait(sample)
@@ -157,18 +170,17 @@ class QualityMonitor:
                 log.warning("quality sample %s failed: %s: %s", sample.request_id, type(exc).__name__, exc)
 
     async def _process(self, sample: Sample) -> None:
-        q, config = self.config, self.state.config
+        q, config = self.config, self.snapshot()
         top, candidate_tier = top_tier(config), config.tier(sample.candidate_tier.name)
         if candidate_tier is None:
             raise LookupError(f"tier {sample.candidate_tier.name} is gone after a reload")
         if sample.shadow:
-            candidate = await ask(self.state, sample, candidate_tier, q.reference_max_tokens)
+            candidate = await self._ask(sample, candidate_tier)
             served_top = sample.served_tier.level >= top.level
-            reference = sample.served_answer() if served_top else await ask(self.state, sample, top,
-                                                                             q.reference_max_tokens)
+            reference = sample.served_answer() if served_top else await self._ask(sample, top)
         else:
             candidate = sample.served_answer()
-            reference = await ask(self.state, sample, top, q.reference_max_tokens)
+            reference = await self._ask(sample, top)
         verdict = await self.scorer.score(candidate, reference, q.similarity_threshold)
         tier = candidate_tier.name
         self._count(sample, "passed" if verdict.passed else "failed")
@@ -210,6 +222,9 @@ class QualityMonitor:
                         recorded.window_size)
             await self.refresh()
 
+    async def _ask(self, sample: Sample, tier):
+        return await ask(self.open_upstream, self.snapshot(), sample, tier, self.config.reference_max_tokens)
+
     async def refresh(self) -> None:
         """Re-read the shared adjustment steps (other replicas may have changed them)."""
         if self.store is None:
@@ -225,8 +240,7 @@ class QualityMonitor:
         if not self._shared_ok:
             log.warning("quality: shared adjustments readable again")
         self._shared_ok = True
-        self.controller.update(steps, self.state.config.tiers, self.config.step,
-                               getattr(self.state.classifier, "thresholds", None))
+        self.controller.update(steps, self.snapshot().tiers, self.config.step, self.classifier.current.thresholds)
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -243,5 +257,5 @@ def _json(obj) -> str:
 
 
 def _scores(classification) -> str:
-    scores = getattr(classification, "scores", None)
+    scores = classification.scores if classification is not None else None
     return _json([round(s, 4) for s in scores]) if scores else ""

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..config import Config
 from ..context import RequestContext
-from ..upstream import open_upstream
+from ..upstream import PATHS, Opener
 from .checks import Answer
 from .sample import Sample, parse_whole
-
-PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions"}
 
 
 class ReaskError(Exception):
@@ -32,14 +31,13 @@ def reask_body(body: dict, max_tokens: int) -> dict:
     return out
 
 
-async def ask(state, sample: Sample, tier, max_tokens: int) -> Answer:
-    config = state.config
+async def ask(open_upstream: Opener, config: Config, sample: Sample, tier, max_tokens: int) -> Answer:
     route = sample.route
     # the tenant's own max_tokens cap still applies; samples wait behind interactive traffic
     route = dataclasses.replace(route, tier=tier, affinity_keys=route.keys_for(tier, config),
                                 decision=dataclasses.replace(route.decision, priority="batch"))
     ctx = RequestContext(f"{sample.request_id}.quality-{tier.name}"[:128])
-    opened = await open_upstream(state, config, ctx, route, PATHS[sample.kind], reask_body(sample.body, max_tokens),
+    opened = await open_upstream(config, ctx, route, PATHS[sample.kind], reask_body(sample.body, max_tokens),
                                  False)
     try:
         if opened.tier.name != tier.name:

@@ -3,12 +3,12 @@
 A gate holds the first forward pass, so what queues behind it is known exactly (no timing)."""
 import asyncio
 import threading
-import time
 
 import pytest
 import torch
 
 from backends.embed_batcher import EmbedBatcher, QueueFullError
+from tests.support import wait_for
 
 
 class GatedEmbed:
@@ -22,22 +22,15 @@ class GatedEmbed:
         return torch.tensor([[float(ids[0]), float(len(ids))] for ids in batch])
 
 
-async def _until(predicate, timeout_s=10.0):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.005)
-
-
 async def test_requests_waiting_together_share_one_batch():
     embed = GatedEmbed()
     batcher = EmbedBatcher(embed, max_batch=64, max_queued=100)
     batcher.start()
     try:
         first = asyncio.create_task(batcher.submit([[1]]))
-        await _until(lambda: embed.calls == [1])  # the first pass is running, held at the gate
+        await wait_for(lambda: embed.calls == [1])  # the first pass is running, held at the gate
         rest = [asyncio.create_task(batcher.submit([[10 + i, 0], [20 + i]])) for i in range(5)]
-        await _until(lambda: batcher.queued() == 10)
+        await wait_for(lambda: batcher.queued() == 10)
         embed.gate.set()
         results = await asyncio.gather(first, *rest)
     finally:
@@ -53,9 +46,9 @@ async def test_full_queue_refuses_whole_requests():
     batcher.start()
     try:
         running = asyncio.create_task(batcher.submit([[1]]))
-        await _until(lambda: embed.calls == [1])
+        await wait_for(lambda: embed.calls == [1])
         waiting = asyncio.create_task(batcher.submit([[2], [3]]))
-        await _until(lambda: batcher.queued() == 2)
+        await wait_for(lambda: batcher.queued() == 2)
         with pytest.raises(QueueFullError):
             await batcher.submit([[4], [5]])  # 2 + 2 > 3: refused whole, nothing queued
         assert batcher.queued() == 2

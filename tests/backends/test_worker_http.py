@@ -8,7 +8,7 @@ import time
 
 import openai
 import pytest
-from tests.support import free_port
+from tests.support import free_port, wait_for_port, wait_until
 
 
 MODEL = "smollm2-135m"
@@ -21,15 +21,7 @@ def worker():
                              "--kv-cache-gb", "0.25", "--max-model-len", "2048"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode())
-            time.sleep(0.3)
+    wait_for_port(port, [proc], 120, logs=lambda: proc.stderr.read().decode())
     yield base
     proc.terminate()
     proc.wait(timeout=20)
@@ -111,13 +103,9 @@ def _abort_count(base: str) -> float:
 
 
 def _wait_idle(base: str, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if (_metric(base, "tiergate_worker_num_requests_running") == 0
-                and _metric(base, "tiergate_worker_kv_cache_usage_ratio") == 0):
-            return
-        time.sleep(0.2)
-    raise AssertionError("worker did not return to idle: a sequence or its KV blocks leaked")
+    wait_until(lambda: (_metric(base, "tiergate_worker_num_requests_running") == 0
+                        and _metric(base, "tiergate_worker_kv_cache_usage_ratio") == 0), timeout, 0.2,
+               what="worker back to idle (a sequence or its KV blocks leaked)")
 
 
 def _send_and_drop(base: str, body: dict, read_bytes: int) -> None:
@@ -145,8 +133,7 @@ def test_client_disconnect_aborts_and_frees_blocks(worker, stream):
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-            deadline = time.time() + 30
-            while _metric(worker, "tiergate_worker_num_requests_running") == 0 and time.time() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: _metric(worker, "tiergate_worker_num_requests_running") > 0, 30,
+                       what="the request running in the worker")
     _wait_idle(worker)  # 1,500 tokens would take far longer than the wait allows
     assert _abort_count(worker) == aborts + 1

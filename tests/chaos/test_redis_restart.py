@@ -22,7 +22,7 @@ async def test_redis_killed_and_restarted_under_load(own_redis, fakes, gateway, 
     [(upstream, url)] = await fakes(1)
     logs = tmp_path / "usage"
     doc = config([url], "tgchaos:", f"redis://127.0.0.1:{port}/0",
-                 policy={"on_redis_error": "closed", "redis_timeout_s": 0.3,
+                 policy={"on_redis_error": "closed",
                          "usage_log": {"dir": str(logs), "fsync": "always"}},
                  tenants={"chaos": {"keys": [{"id": "k", "sha256": hash_key(KEY)}],
                                     "rate_limits": {"requests_per_minute": 100000}}})

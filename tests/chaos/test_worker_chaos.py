@@ -29,6 +29,7 @@ from measure.scale import chaos_scale
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.e2e_stack import Stack, tier
+from tests.support import Pending, wait_until
 
 TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it
@@ -78,14 +79,11 @@ def _live_workers(stack) -> list[str]:
 
 def _poll(check, timeout_s: float, what: str):
     """check() -> (done, detail); fails with the last detail if never done in time."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        done, detail = check()
-        if done:
-            return detail
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout_s}s: {detail}")
-        time.sleep(0.1)
+    def done():
+        ok, detail = check()
+        return (detail,) if ok else Pending(detail)  # a tuple: truthy even when detail is not
+
+    return wait_until(done, timeout_s, 0.1, what=what)[0]
 
 
 def _assert_settled(stack, tenant: str, expected_records: int) -> None:

@@ -34,7 +34,7 @@ from dashboards.promql import dashboard_exprs
 from dashboards.scrape_config import render
 from launcher import commands
 from launcher.group import clean_env
-from tests.support import SHARED_REDIS, free_port, start_fake, wait_for
+from tests.support import SHARED_REDIS, Pending, free_port, start_fake, wait_for
 from policies.costs import request_cost_micro, tier_price
 
 KEYS = {"team-a": "sk-team-a-example", "team-b": "sk-team-b-example", None: None}  # None: anonymous "local"
@@ -205,33 +205,33 @@ async def running(tmp_path):
 
 
 async def _wait_healthy(session, url: str, proc, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    async def healthy() -> bool:
         assert proc.poll() is None, "gateway exited"
         try:
             async with session.get(url + "/health") as response:
-                if response.status == 200:
-                    return
+                return response.status == 200
         except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.2)
-    raise AssertionError("gateway did not become healthy")
+            return False
+
+    await wait_for(healthy, timeout_s, 0.2, what="gateway healthy")
 
 
 async def _settled_usage(session, url: str, expected_requests: int) -> dict:
     """The admin's /v1/usage once every request is settled (streams settle just after their last byte)."""
-    deadline = time.monotonic() + 10
-    while True:
+    def breakdown(usage: dict) -> dict:
+        return {(r["tenant"], d["date"], tier): t["requests"] for r in usage["data"] for d in r["days"]
+                for tier, t in d["tiers"].items()}
+
+    async def settled():
         async with session.get(url + "/v1/usage?days=2", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as response:
             assert response.status == 200, await response.text()
             usage = await response.json()
-        settled = sum(t["requests"] for r in usage["data"] for d in r["days"] for t in d["tiers"].values())
-        if settled >= expected_requests or time.monotonic() > deadline:
-            breakdown = {(r["tenant"], d["date"], tier): t["requests"] for r in usage["data"] for d in r["days"]
-                         for tier, t in d["tiers"].items()}
-            assert settled == expected_requests, f"settled requests by (tenant, day, tier): {breakdown}"
-            return usage
-        await asyncio.sleep(0.1)
+        return usage if sum(breakdown(usage).values()) >= expected_requests else Pending(breakdown(usage))
+
+    usage = await wait_for(settled, 10, 0.1, what=f"{expected_requests} settled requests by (tenant, day, tier)")
+    assert sum(breakdown(usage).values()) == expected_requests, \
+        f"settled requests by (tenant, day, tier): {breakdown(usage)}"
+    return usage
 
 
 async def test_cost_queries_match_the_usage_ledger(running):

@@ -49,7 +49,7 @@ class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop t
                 "aliases": {"text-embedding-3-small": "minilm", "claude-sonnet-4-6": "small"},
                 "redis": {"url": SHARED_REDIS, "key_prefix": self.prefix, "socket_timeout_s": 5},
                 "health": {"interval_s": 0.5, "timeout_s": 1.0}, "timeouts": {"connect_s": 1.0, "read_s": 60.0},
-                "policy": {"usage_log": {"dir": str(self.log_dir)}, "redis_timeout_s": 5},
+                "policy": {"usage_log": {"dir": str(self.log_dir)}},
                 "tenants": {
                     "alpha": {"keys": [{"id": "main", "sha256": hash_key(KEYS["alpha"])}]},
                     "beta": {"keys": [{"id": "main", "sha256": hash_key(KEYS["beta"])}]},

@@ -43,6 +43,14 @@ def test_default_config_loads():
     (lambda d: d.update(consol={"log_prompts": True}), "consol"),
     (lambda d: d.update(console={"log_prompts": "yes"}), "console.log_prompts"),
     (lambda d: d.update(console={"recent": 1}), "console.recent"),
+    (lambda d: d.update(policy={"bogus": 1}), "policy.bogus"),  # validated even without tenants
+    (lambda d: d.update(policy={"key_prefix": "p:"}), "policy.key_prefix"),
+    (lambda d: d.update(policy={"redis_timeout_s": 1}), "policy.redis_timeout_s"),
+    (lambda d: d.update(tenants={"a": {"max_tier": "huge"}}), "tenants.a.max_tier"),
+    (lambda d: d.update(quality={"window": 1}), "quality.window"),
+    (lambda d: d["tiers"][0].update(quality={}), "tiers[0].quality"),  # a section one level too deep
+    (lambda d: d["tiers"][0]["workers"][0].update(health={}), "tiers[0].workers[0].health"),
+    (lambda d: d.update(tiers="small"), "tiers"),
 ])
 def test_errors_name_the_field(mutate, field):
     doc = copy.deepcopy(GOOD)
@@ -56,6 +64,37 @@ def test_errors_name_the_field(mutate, field):
 def test_a_misplaced_section_says_where_it_belongs():
     with pytest.raises(ConfigError, match="budgets: not a top-level section; it belongs under policy.defaults.budgets"):
         parse_config({**GOOD, "budgets": {}}, "test.yaml")
+
+
+@pytest.mark.parametrize("old, new", [("key_prefix", "redis.key_prefix"),
+                                      ("redis_timeout_s", "redis.socket_timeout_s")])
+def test_a_removed_duplicate_knob_names_the_one_to_use(old, new):
+    with pytest.raises(ConfigError) as err:
+        parse_config({**GOOD, "policy": {old: 1}}, "test.yaml")
+    assert str(err.value).startswith(f"test.yaml: policy.{old}: ") and new in str(err.value)
+
+
+def test_defaults_are_the_dataclass_defaults():
+    """An unset section equals its dataclass built with no arguments: no second copy of a default."""
+    config = parse_config(GOOD)
+    for section in (config.redis, config.timeouts, config.failover, config.health, config.breaker,
+                    config.affinity, config.limits, config.console, config.policies):
+        assert section == type(section)(), type(section).__name__
+    assert config.quality == type(config.quality)(enabled=False)  # no quality: section: the monitor is off
+    assert parse_config({**GOOD, "quality": {}}).quality == type(config.quality)()
+
+
+def test_shipped_config_sets_only_what_differs_from_the_defaults():
+    """config/tiergate.yaml restates no default, so the dataclasses stay the one place for them."""
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).parents[2] / "config" / "tiergate.yaml").read_text())
+    defaults = parse_config({"tiers": GOOD["tiers"]})
+    for name, section in doc.items():
+        current = getattr(defaults, name, None)
+        if isinstance(section, dict) and current is not None and hasattr(current, "__dataclass_fields__"):
+            same = [k for k, v in section.items() if getattr(current, k, object()) == v]
+            assert same == [], f"{name}: {same} restate the defaults"
 
 
 def test_unreadable_or_invalid_yaml_files(tmp_path):

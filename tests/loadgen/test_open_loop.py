@@ -6,6 +6,7 @@ import pytest
 
 from measure.open_loop import meets_slo, run_at
 from gateway.classify import PromptLengthClassifier
+from tests.support import SHARED_REDIS
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ async def test_run_at_reports_per_tier_figures_and_errors(fakes, gateway, redis_
     (small, small_url), (large, large_url) = await fakes(2, chunks=6)
     large.fail_status = 500  # every large request fails: must show up as errors, not crash the run
     gw = await gateway({"tiers": [tier("small", 1, small_url), tier("large", 2, large_url)],
-                        "redis": {"url": "redis://127.0.0.1:6379/0", "key_prefix": redis_prefix},
+                        "redis": {"url": SHARED_REDIS, "key_prefix": redis_prefix},
                         "failover": {"max_attempts": 1, "escalate": False}})
     report = await run_at(gw.url, rate=40, duration_s=1.0, models=["small", "large"], keys=[None],
                           stream_share=0.5, max_in_flight=64, seed=3)

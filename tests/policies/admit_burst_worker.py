@@ -12,7 +12,7 @@ import tempfile
 import redis.asyncio as aioredis
 
 from policies.replica import ReplicaState
-from policies.service import PolicyService
+from policies.service import PolicyService, RedisAccess
 from policies.usage_log import UsageLog
 from tests.policies.policy_helpers import TIERS, policies_config
 from tests.support import SHARED_REDIS
@@ -22,9 +22,8 @@ from wire.errors import OpenAIError
 async def main(prefix: str, count: int, tag: str) -> dict:
     client = aioredis.Redis.from_url(SHARED_REDIS, socket_timeout=5)
     config = policies_config({"burst": {"keys": ["kb"], "rate_limits": {"requests_per_minute": 100}}},
-                             tempfile.mkdtemp(), redis_timeout_s=10,
-                             on_redis_error="closed")  # a Redis failure must show, not be admitted
-    service = PolicyService(config, client, TIERS, key_prefix=prefix,
+                             tempfile.mkdtemp(), on_redis_error="closed")  # a Redis failure must show
+    service = PolicyService(config, client, TIERS, access=RedisAccess(prefix, timeout_s=10, retry_after_s=0.5),
                             replica=ReplicaState(UsageLog(config.usage_log)))
     tenant = service.authenticate("Bearer kb")
     await client.ping()  # connect before the starting line

@@ -7,7 +7,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from policies.replica import ReplicaState
-from policies.service import PolicyService
+from policies.service import PolicyService, RedisAccess
 from policies.usage_log import UsageLog
 from tests.policies.policy_helpers import TIERS, policies_config
 from tests.support import SHARED_REDIS, delete_prefix_async
@@ -30,9 +30,10 @@ def make_service(shared_redis, tmp_path):
 
     def make(tenants: dict, redis=None, **policy) -> PolicyService:
         # Tests about exactness must not fail open because a loaded machine answered late.
-        policy.setdefault("redis_timeout_s", 5)
+        timeout_s = policy.pop("redis_timeout_s", 5)  # the gateway's redis.socket_timeout_s, via RedisAccess
         config = policies_config(tenants, str(tmp_path / "logs"), **policy)
-        service = PolicyService(config, redis or client, TIERS, key_prefix=prefix,
+        access = RedisAccess(key_prefix=prefix, timeout_s=timeout_s, retry_after_s=0.5)
+        service = PolicyService(config, redis or client, TIERS, access=access,
                                 replica=ReplicaState(UsageLog(config.usage_log, f"usage-test-{len(made)}.jsonl")))
         made.append(service)
         return service

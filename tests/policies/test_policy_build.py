@@ -2,12 +2,15 @@
 (so a reload is rejected and the old config kept); a good one yields a working service."""
 from __future__ import annotations
 
+import time
+
 import pytest
+from redis.exceptions import RedisError
 
 from gateway.config import ConfigError, parse_config
 from gateway.policy_seam import build_policy_service
 from policies.keys import hash_key
-from policies.service import PolicyService
+from policies.service import PolicyService, RedisAccess, RedisUnavailable
 
 
 def _doc(tmp_path, **tenant) -> dict:
@@ -27,6 +30,30 @@ def test_seam_builds_the_policy_service_and_errors_name_file_and_field(shared_re
     assert str(err.value).startswith("gw.yaml: tenants.a.max_tier: unknown tier 'gigantic'")
     with pytest.raises(ConfigError, match="tenants: need Redis"):
         build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), None)
+
+
+def test_the_service_uses_the_redis_section_knobs(shared_redis, tmp_path):
+    client, _ = shared_redis
+    doc = {**_doc(tmp_path), "redis": {"key_prefix": "pfx:", "socket_timeout_s": 0.7, "retry_after_s": 1.5}}
+    service = build_policy_service(parse_config(doc, "gw.yaml"), client)
+    assert service.access == RedisAccess(key_prefix="pfx:", timeout_s=0.7, retry_after_s=1.5)
+    assert service.store.keys.prefix == "pfx:"
+
+
+async def test_a_redis_failure_skips_redis_for_retry_after_s(make_service):
+    service = make_service({"a": {"keys": ["ka"]}})
+
+    async def broken():
+        raise RedisError("down")
+
+    before = time.monotonic()
+    with pytest.raises(RedisUnavailable):
+        await service._redis("admit", broken)
+    after = time.monotonic()
+    retry = service.access.retry_after_s
+    assert before + retry <= service.replica.redis_down_until <= after + retry
+    with pytest.raises(RedisUnavailable):  # skipped without calling Redis
+        await service._redis("admit", lambda: pytest.fail("Redis was called while skipped"))
 
 
 def test_services_rebuilt_by_a_reload_share_the_replica_log(shared_redis, tmp_path):

@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from policies.config import load_policies_file, parse_policies
+from gateway.config import load_config
+from policies.config import parse_policies
 from policies.costs import request_cost_micro, tier_price
-from policies.fields import PolicyConfigError
+from typedconfig import ConfigError
 from policies.keys import KeyRing, hash_key
 from tests.policies.policy_helpers import TIER_NAMES, TIERS, policies_config
 from wire.errors import OpenAIError
@@ -17,7 +18,7 @@ EXAMPLE = "policies/examples/tiergate-tenants.yaml"
 
 
 def _error(policy=None, tenants=None) -> str:
-    with pytest.raises(PolicyConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         parse_policies(policy, tenants, TIER_NAMES, "conf.yaml")
     return str(err.value)
 
@@ -47,7 +48,7 @@ def test_tenants_inherit_defaults_field_by_field():
 
 
 def test_example_config_loads():
-    config = load_policies_file(EXAMPLE)
+    config = load_config(EXAMPLE).policies
     assert set(config.tenants) == {"local", "team-a", "team-b"}
     assert config.tenants["team-b"].policy.budgets.daily_hard == 5_000_000
 

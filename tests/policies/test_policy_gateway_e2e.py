@@ -29,7 +29,7 @@ def _config(upstream: str, prefix: str, log_dir: str) -> dict:
         # timeouts and fail-closed make any Redis trouble show up as 503 instead of silent over-admission.
         "redis": {"url": SHARED_REDIS, "key_prefix": prefix, "socket_timeout_s": 5},
         "policy": {"admin_key_sha256": hash_key("sk-admin"), "usage_log": {"dir": log_dir},
-                   "redis_timeout_s": 5, "on_redis_error": "closed"},
+                   "on_redis_error": "closed"},
         "tenants": {"burst": {"keys": [{"id": "main", "sha256": hash_key("sk-burst")}],
                               "rate_limits": {"requests_per_minute": 100}, "pinned_routes": {"cheap": "small"}},
                     "other": {"keys": [{"id": "main", "sha256": hash_key("sk-other")}]}},

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from gateway.config import ConfigError, parse_config
 from gateway.quality.checks import Answer, failed_checks, script_of
-from gateway.quality.config import QualityConfig, parse_quality
+from gateway.quality.config import QualityConfig
 from gateway.quality.controller import Controller
 from gateway.quality.store import QualityStore
 from tests.quality.quality_helpers import two_tier_config
@@ -23,17 +23,17 @@ def _cfg(quality) -> object:
 
 
 def test_config_defaults_and_errors_name_the_field():
-    q = parse_quality(_cfg({}))
+    q = _cfg({}).quality
     assert (q.enabled, q.sampling_rate, q.similarity_threshold, q.window, q.trigger) == (True, 0.05, 0.85, 50, 0.15)
     doc = two_tier_config("http://a:1", "http://b:2", "p:", {})
     del doc["quality"]
-    assert parse_quality(parse_config(doc)).enabled is False  # no section: off
+    assert parse_config(doc).quality.enabled is False  # no section: off
     with pytest.raises(ConfigError, match=r"t.yaml: quality.recover: must be below trigger"):
-        parse_quality(_cfg({"trigger": 0.1, "recover": 0.2}))
+        _cfg({"trigger": 0.1, "recover": 0.2})
     with pytest.raises(ConfigError, match=r"quality.sampling_rate: must be between 0 and 1"):
-        parse_quality(_cfg({"sampling_rate": 2}))
+        _cfg({"sampling_rate": 2})
     with pytest.raises(ConfigError, match=r"quality.bogus: unknown field"):
-        parse_quality(_cfg({"bogus": 1}))
+        _cfg({"bogus": 1})
     with pytest.raises(ConfigError, match=r"tiers\[0\].max_tokens_cap"):
         parse_config(two_tier_config("http://a:1", "http://b:2", "p:", {}, small_cap=0))
 

@@ -6,8 +6,8 @@ state by polling with a deadline lives in `tests.support.polling`."""
 from launcher.fake_upstream import FakeUpstream, start_fake
 from launcher.processes import (SHARED_REDIS, delete_prefix, free_port, start_persistent_redis, stop_processes,
                                 wait_for_port)
-from tests.support.polling import wait_for, wait_until
+from tests.support.polling import Pending, wait_for, wait_until
 from tests.support.redis_keys import delete_prefix_async
 
-__all__ = ["FakeUpstream", "SHARED_REDIS", "delete_prefix", "delete_prefix_async", "free_port",
+__all__ = ["FakeUpstream", "Pending", "SHARED_REDIS", "delete_prefix", "delete_prefix_async", "free_port",
            "start_fake", "start_persistent_redis", "stop_processes", "wait_for", "wait_for_port", "wait_until"]
