@@ -36,6 +36,7 @@ class AttentionMetadata:
     decode_context_lens: torch.Tensor  # [num_decodes] long
     workspace: "GatherWorkspace | None" = None
     decode_masks: dict = field(default_factory=dict)  # sliding window -> mask, shared by all layers
+    derived: dict = field(default_factory=dict)  # other kernels' per-step tensors, built once for all layers
 
 
 class GatherWorkspace:
