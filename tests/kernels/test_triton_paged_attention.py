@@ -1,4 +1,5 @@
-"""The Triton paged-attention kernels against the torch reference, in Triton's interpreter on CPU.
+"""The Triton paged-attention kernels against the torch reference (in Triton's interpreter
+on CPU, or compiled where there is a GPU: tests/kernels/device.py).
 
 Each case is one mixed step as the engine builds it: prompt chunks (some on top of cached
 context), decodes, blocks scattered through the pool, ragged lengths; both kernels run in
@@ -13,9 +14,8 @@ import pytest
 import torch
 
 from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_attention
-from tests.kernels.interpreted import interpreter_mode, load_interpreted
-
-triton_kernels = load_interpreted("kernels.triton_paged_attention")
+from kernels.triton_paged_attention import paged_decode, triton_paged_attention
+from tests.kernels.device import DEVICE
 
 
 def make_step(rng: random.Random, specs, kv_heads, head_dim, block_size, dtype):
@@ -57,11 +57,11 @@ def check(specs, heads=4, kv_heads=2, head_dim=16, block_size=4, window=None, so
     k_ref, v_ref = k_cache.float(), v_cache.float()  # copies unless fp32: clone to keep the pools apart
     k_ref, v_ref = k_ref.clone(), v_ref.clone()
     expected = paged_attention(query.float(), k_new.float(), v_new.float(), k_ref, v_ref, meta, scale, window, softcap)
-    with interpreter_mode():
-        got = triton_kernels.triton_paged_attention(query, k_new, v_new, k_cache, v_cache, meta, scale,
-                                                    window, softcap)
-    torch.testing.assert_close(got.float(), expected, atol=tolerance, rtol=tolerance)
-    assert torch.equal(k_cache.float(), k_ref) and torch.equal(v_cache.float(), v_ref)
+    k_cache, v_cache = k_cache.to(DEVICE), v_cache.to(DEVICE)
+    got = triton_paged_attention(query.to(DEVICE), k_new.to(DEVICE), v_new.to(DEVICE), k_cache, v_cache,
+                                 meta.to(DEVICE), scale, window, softcap)
+    torch.testing.assert_close(got.cpu().float(), expected, atol=tolerance, rtol=tolerance)
+    assert torch.equal(k_cache.cpu().float(), k_ref) and torch.equal(v_cache.cpu().float(), v_ref)
 
 
 MIXED = [(0, 9), (7, 6), (13, 1), (2, 1), (30, 1)]  # fresh prompt, chunk on cached context, decodes
@@ -123,10 +123,10 @@ def test_bf16_pools_within_bf16_rounding():
 def test_padded_decode_slots_write_zeros_and_leave_other_rows_alone():
     """A CUDA graph replays decode at a bucket's batch size; its padding slots have context 0."""
     torch.manual_seed(0)
-    k_cache, v_cache = torch.randn(4, 4, 1, 16), torch.randn(4, 4, 1, 16)
-    query = torch.randn(3, 2, 16)
+    k_cache, v_cache = torch.randn(4, 4, 1, 16, device=DEVICE), torch.randn(4, 4, 1, 16, device=DEVICE)
+    query = torch.randn(3, 2, 16, device=DEVICE)
     out = torch.full_like(query, 7.0)
-    with interpreter_mode():
-        triton_kernels.paged_decode(query, k_cache, v_cache, out, torch.tensor([0, 2]), torch.zeros(2, 1, dtype=torch.long),
-                                    torch.tensor([0, 0]), 0.25)
+    paged_decode(query, k_cache, v_cache, out, torch.tensor([0, 2], device=DEVICE),
+                 torch.zeros(2, 1, dtype=torch.long, device=DEVICE), torch.tensor([0, 0], device=DEVICE), 0.25)
+    out = out.cpu()
     assert (out[[0, 2]] == 0).all() and (out[1] == 7.0).all()
