@@ -254,8 +254,11 @@ def _capabilities(f: _Fields) -> Capabilities:
 
 def _worker(source: str, path: str, data, tier_key_env: str | None) -> WorkerSpec:
     _no_inline_key(source, path, data)
-    f = _Fields(source, path, data, {"url", "launch", "api_key_env"})
+    f = _Fields(source, path, data, {"url", "launch", "api_key_env", "device"})
     launch = f.get("launch", list, [], lambda v: all(isinstance(a, str) for a in v), "must be a list of strings")
+    device = f.get("device", str, None, lambda v: v in ("auto", "cpu", "cuda"), "must be auto, cpu or cuda")
+    if device:  # shorthand for launch: ["--device", ...]
+        launch = ["--device", device, *launch]
     env = _key_env(f, tier_key_env)  # a worker's own api_key_env overrides its tier's
     return WorkerSpec(_url(f, "url"), tuple(launch), env, _read_key(f, env))
 

@@ -37,3 +37,16 @@ def test_tied_weights_count_once():
 
 def test_gpu_memory_is_not_reported_on_cpu():
     assert gpu_memory(torch.nn.Linear(2, 2), [(torch.zeros(1), torch.zeros(1))]) is None
+
+
+def test_worker_defaults_to_auto_and_reports_no_gpu_memory_on_cpu():
+    from types import SimpleNamespace
+
+    from backends.worker import build_parser
+    from backends.worker_metrics import _EngineCollector
+
+    args = build_parser().parse_args(["--model", "m", "--device", "cpu"])
+    assert (args.device, args.dtype, args.gpu_memory_utilization) == ("cpu", None, 0.9)
+    assert build_parser().parse_args(["--model", "m"]).device == "auto"
+    runner = SimpleNamespace(model=torch.nn.Linear(2, 2), kv_caches=[])
+    assert list(_EngineCollector(None, "m")._gpu_memory(runner)) == []
