@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9,
                         help="CUDA: share of GPU memory for weights + KV pool; the pool gets what a profiled "
                              "forward leaves (--kv-cache-gb is then unused)")
+    parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                        help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
                           enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
                           quant_group_size=args.quant_group_size, speculative=args.speculative,
                           num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
-                          device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization)
+                          device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                          cuda_graphs=args.cuda_graphs)
     app, _ = build_app(config, args.served_name, args.default_max_tokens)
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.

@@ -34,11 +34,11 @@ class LLMEngine:
         quantize_model(model, config)  # in place, once; a no-op without config.quantization
         self.model = model
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model, config)
-        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
-        self.scheduler = Scheduler(config, self.block_manager)
         model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)
         self.max_model_len = config.max_model_len or min(model_limit, DEFAULT_MAX_MODEL_LEN)
+        self.runner = ModelRunner(model, config, self.max_model_len)
+        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, self.block_manager)
         self.eos_token_ids = self._eos_ids()
         self.grammars = GrammarCompiler(tokenizer, model.config.get_text_config().vocab_size, self.eos_token_ids) \
             if tokenizer is not None else None

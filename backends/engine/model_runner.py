@@ -10,6 +10,8 @@ forward pass, as the model's forward has no slot for it.
 On CUDA the same runner places the pool on the GPU, attends with the Triton kernels
 (kernels/triton_paged_attention.py), moves each step's metadata over once, and sizes the
 pool by profiling one forward (engine/device.py). On CPU nothing of that happens.
+Pure decode steps go through a DecodeGraphRunner (engine/cuda_graphs.py) when CUDA graphs
+are on: captured graphs on CUDA, the same static-buffer path run eagerly on CPU.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from transformers.masking_utils import AttentionMaskInterface
 from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
 
 from .config import EngineConfig
+from .cuda_graphs import DecodeGraphRunner, use_cuda_graphs
 from .device import profiled_kv_bytes
 from .sequence import SamplingParams, Sequence
 
@@ -85,7 +88,8 @@ def move_to_anonymous_memory(model: torch.nn.Module) -> None:
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, config: EngineConfig):
+    def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None):
+        """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs)."""
         self.model = model
         self.config = config
         text_config = model.config.get_text_config()
@@ -97,8 +101,13 @@ class ModelRunner:
         self.device = model.device
         self.attend = attention_for(self.device)
         self.workspace = GatherWorkspace()
+        self.decode_graphs = None  # set below; the profiling forward runs eagerly
         self.num_blocks = config.num_blocks or self._pool_blocks()
-        self.kv_caches = self._allocate_pool(self.num_blocks)
+        graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)
+        # with graphs, one block past the block manager's num_blocks takes padded tokens' K/V
+        self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
+        self.decode_graphs = DecodeGraphRunner(self, config.max_num_seqs, -(-max_model_len // self.block_size),
+                                               scratch_block=self.num_blocks) if graphs else None
 
     def _allocate_pool(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shape = (num_blocks, self.block_size, self.kv_heads, self.head_dim)
@@ -176,16 +185,22 @@ class ModelRunner:
         """One forward pass over the step. Returns (logits, rows): rows[i] is the slice of
         logits for scheduled[i] (its next-token position, then one per draft token), or
         None for a prompt chunk that does not reach the end of the prompt."""
+        if self.decode_graphs is not None and self.decode_graphs.accepts(scheduled, drafts):
+            return self.decode_graphs.run(scheduled)
         input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
         keep = torch.tensor(logit_index, dtype=torch.long)
         if self.device.type != "cpu":
             input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),
                                                 keep.to(self.device), meta.to(self.device))
+        # The sampler runs on the host: only the kept rows come back (not yet just the ids).
+        return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
+
+    def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
+                  keep: torch.Tensor | int) -> torch.Tensor:
+        """The model on one flat batch already on the device: logits [len(keep) or all, vocab]."""
         _current.meta, _current.kv_caches, _current.attend = meta, self.kv_caches, self.attend
         try:
-            logits = self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
-                                logits_to_keep=keep).logits[0]
+            return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
+                              logits_to_keep=keep).logits[0]
         finally:
             _current.meta = None
-        # The sampler runs on the host: only the kept rows come back (not yet just the ids).
-        return logits.float().cpu(), rows
