@@ -47,7 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8101)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
-    parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="memory budget of the KV block pool")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where the engine runs; auto = CUDA when torch sees a GPU")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                        help="weights and KV dtype (default: bfloat16 on CUDA, float32 on CPU)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                        help="CUDA: share of GPU memory for weights + KV pool; the pool gets what a profiled "
+                             "forward leaves (--kv-cache-gb is then unused)")
+    parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                        help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
+    parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")
     parser.add_argument("--max-num-seqs", type=int, default=64)
@@ -80,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
                           max_waiting=args.max_waiting, max_model_len=args.max_model_len,
                           enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
                           quant_group_size=args.quant_group_size, speculative=args.speculative,
-                          num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model)
+                          num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
+                          device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                          cuda_graphs=args.cuda_graphs)
     app, _ = build_app(config, args.served_name, args.default_max_tokens)
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.

@@ -4,6 +4,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from .engine.device import gpu_memory
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
@@ -32,6 +34,18 @@ class _EngineCollector:
             metric.add_metric([self.model], value)
             yield metric
         yield from self._speculation(core.spec_stats)
+        yield from self._gpu_memory(core.runner)
+
+    def _gpu_memory(self, runner):
+        usage = gpu_memory(runner.model, runner.kv_caches)  # None on CPU: the family is absent there
+        if usage is None:
+            return
+        metric = GaugeMetricFamily("tiergate_worker_gpu_memory_bytes",
+                                   "GPU memory: weights, KV pool, and the allocator's peak since start",
+                                   labels=["model", "kind"])
+        for kind, value in usage.items():
+            metric.add_metric([self.model, kind], value)
+        yield metric
 
     def _speculation(self, stats):
         for name, doc, value in (

@@ -12,6 +12,14 @@ object as its last stdout line: output tokens/s, TTFT and inter-token latency p5
 each, engine/peer ratios, and the engine's achieved FLOP/s as a fraction of a measured fp32
 GEMM peak. Progress goes to stderr. Timings on a shared 2-core machine are noisy: compare
 the ratios measured side by side, not absolute numbers across runs.
+
+GPU runs: `python -m benchmarks.engine --device cuda --model llama-3.2-1b` (or llama-3.2-3b)
+runs a randomly initialised model of that architecture (benchmarks/engine_models.py; random
+prompt ids, the same length and arrival distributions) in bf16 against HF static batching
+(llama.cpp is skipped: its peer serves the bundled GGUF on CPU), and adds single-stream
+decode tok/s as a fraction of the bandwidth limit and throughput at --concurrency requests
+in flight (benchmarks/engine_decode.py). `--model tiny --requests 8` smoke-tests all of it
+on CPU in seconds. The defaults (CPU, SmolLM2-135M) are the run described above.
 """
 from __future__ import annotations
 
@@ -34,7 +42,10 @@ from transformers import AutoTokenizer  # noqa: E402
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
 from backends.models import model_dir  # noqa: E402
+from backends.engine.device import resolve_device, resolve_dtype  # noqa: E402
+from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream  # noqa: E402
 from benchmarks.engine_llamacpp_peer import run_llamacpp  # noqa: E402
+from benchmarks.engine_models import ARCHITECTURES, random_model, random_prompt  # noqa: E402
 from benchmarks.engine_peers import run_hf_static, sleep_until  # noqa: E402
 from measure.stats import percentile  # noqa: E402
 
@@ -67,19 +78,25 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def build_workload(tokenizer, n: int, rate: float, seed: int):
-    """Seeded prompts (sentences shuffled per request, cut to a target length), output
-    lengths and Poisson arrival offsets; the same lists feed all three systems."""
-    rng = random.Random(seed)
-    prompts, out_lens, arrivals, clock = [], [], [], 0.0
-    for _ in range(n):
-        target = rng.randint(20, 600)
+def text_prompt(tokenizer):
+    """Prompts of real text: the sentences shuffled per request, cut to the target length."""
+    def make(rng, target: int) -> list[int]:
         ids: list[int] = []
         while len(ids) < target:
             order = SENTENCES[:]
             rng.shuffle(order)
             ids.extend(tokenizer(" ".join(order) + " ", add_special_tokens=False)["input_ids"])
-        prompts.append(ids[:target])
+        return ids[:target]
+    return make
+
+
+def build_workload(make_prompt, n: int, rate: float, seed: int):
+    """Seeded prompts (make_prompt(rng, length)), output lengths and Poisson arrival offsets;
+    the same lists feed every system."""
+    rng = random.Random(seed)
+    prompts, out_lens, arrivals, clock = [], [], [], 0.0
+    for _ in range(n):
+        prompts.append(make_prompt(rng, rng.randint(20, 600)))
         out_lens.append(rng.randint(16, 256))
         arrivals.append(clock)
         clock += rng.expovariate(rate)
@@ -105,20 +122,30 @@ def summarize(start: float, arrivals: list[float], times: list[list[float]], out
     return summary
 
 
-def gemm_peak_flops(size: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def gemm_peak_flops(device: torch.device, dtype: torch.dtype, size: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size, device=device, dtype=dtype), torch.randn(size, size, device=device, dtype=dtype)
     torch.mm(a, b)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     best = float("inf")
     for _ in range(repeats):
+        sync()
         begin = time.perf_counter()
         torch.mm(a, b)
+        sync()
         best = min(best, time.perf_counter() - begin)
     return 2 * size ** 3 / best
 
 
-def run_engine(args, prompts, out_lens, arrivals):
-    engine = LLMEngine(EngineConfig(model=MODEL, max_num_batched_tokens=args.max_num_batched_tokens,
-                                    max_num_seqs=64, kv_cache_bytes=2 << 30))
+def build_engine(args, device: torch.device, dtype: torch.dtype) -> LLMEngine:
+    config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=64,
+                          kv_cache_bytes=2 << 30, device=device.type, dtype=str(dtype).split(".")[-1],
+                          cuda_graphs=args.cuda_graphs)
+    if args.model in ARCHITECTURES:
+        return LLMEngine(config, model=random_model(args.model, device, dtype, args.seed))
+    return LLMEngine(config)
+
+
+def run_engine(args, engine, prompts, out_lens, arrivals):
     greedy = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True) for n in out_lens]
     engine.generate([prompts[0][::-1][:32]], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
     engine.num_computed_tokens = engine.num_generated_tokens = 0  # warm-up not counted
@@ -181,6 +208,15 @@ def run_peer(name: str, runner, arrivals, out_lens) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=MODEL, choices=[MODEL, *ARCHITECTURES],
+                        help="the bundled SmolLM2, or a randomly initialised architecture (engine_models.py)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                        help="default: bfloat16 on CUDA, float32 on CPU")
+    parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
+                        help="decode CUDA graphs (default: on for CUDA)")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the throughput run")
+    parser.add_argument("--single-stream-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--rate", type=float, default=4.0, help="Poisson arrival rate, requests/s")
     parser.add_argument("--seed", type=int, default=0)
@@ -192,34 +228,56 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="cProfile the engine loop (stderr)")
     args = parser.parse_args()
     began = time.perf_counter()
-    path = model_dir(MODEL)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    prompts, out_lens, arrivals = build_workload(tokenizer, args.requests, args.rate, args.seed)
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(args.dtype, device)
+    if args.model in ARCHITECTURES:
+        vocab = ARCHITECTURES[args.model]["vocab_size"]
+        make_prompt, pad_id, peer_model = (lambda rng, n: random_prompt(rng, vocab, n)), 0, \
+            (lambda: random_model(args.model, device, dtype, args.seed, "sdpa"))
+    else:
+        path = model_dir(MODEL)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        make_prompt, peer_model = text_prompt(tokenizer), (lambda: path)
+    prompts, out_lens, arrivals = build_workload(make_prompt, args.requests, args.rate, args.seed)
     log(f"workload: {len(prompts)} requests over {arrivals[-1]:.1f}s, {sum(map(len, prompts))} prompt "
-        f"and {sum(out_lens)} output tokens")
-    peak = gemm_peak_flops()
-    log(f"fp32 GEMM peak: {peak / 1e9:.1f} GFLOP/s")
+        f"and {sum(out_lens)} output tokens on {device} ({dtype})")
+    peak = gemm_peak_flops(device, dtype)
+    log(f"{dtype} GEMM peak: {peak / 1e9:.1f} GFLOP/s")
 
     log("running engine")
-    start, times, work = run_engine(args, prompts, out_lens, arrivals)
-    result: dict = {"engine": summarize(start, arrivals, times, out_lens)}
+    engine = build_engine(args, device, dtype)
+    start, times, work = run_engine(args, engine, prompts, out_lens, arrivals)
+    result: dict = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                    "engine": summarize(start, arrivals, times, out_lens)}
     wall = result["engine"].get("elapsed_s", float("nan"))
     log(f"engine: {result['engine']}")
+    result["single_stream"] = single_stream(engine, prompts[0], args.single_stream_tokens, copy_bandwidth(device))
+    log(f"single stream: {result['single_stream']}")
+    # a workload of its own (next seed), so no prompt is a prefix-cache hit from the run above
+    more_prompts, more_lens, _ = build_workload(make_prompt, args.concurrency, args.rate, args.seed + 1)
+    result["at_concurrency"] = at_concurrency(engine, more_prompts, more_lens, args.concurrency)
+    log(f"at concurrency: {result['at_concurrency']}")
+    del engine
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the peer needs the memory the engine's KV pool held
     if not args.skip_peers:
         result["hf_static"] = run_peer("hf_static", lambda: run_hf_static(
-            path, prompts, out_lens, arrivals, args.static_batch, pad_id, log, args.peer_limit), arrivals, out_lens)
+            peer_model(), prompts, out_lens, arrivals, args.static_batch, pad_id, log, args.peer_limit),
+            arrivals, out_lens)
         log(f"hf_static: {result['hf_static']}")
-        result["llamacpp"] = run_peer("llamacpp", lambda: run_llamacpp(MODEL, prompts, out_lens, arrivals, log,
-                                                                       args.peer_limit), arrivals, out_lens)
-        log(f"llamacpp: {result['llamacpp']}")
         result["ratio_vs_hf_static"] = ratio(result["engine"], result["hf_static"])
-        result["ratio_vs_llamacpp"] = ratio(result["engine"], result["llamacpp"])
+        if args.model == MODEL and device.type == "cpu":  # llama.cpp serves the bundled GGUF on CPU only
+            result["llamacpp"] = run_peer("llamacpp", lambda: run_llamacpp(MODEL, prompts, out_lens, arrivals, log,
+                                                                           args.peer_limit), arrivals, out_lens)
+            log(f"llamacpp: {result['llamacpp']}")
+            result["ratio_vs_llamacpp"] = ratio(result["engine"], result["llamacpp"])
     result["gemm_peak_fraction"] = round(work["flops"] / work["busy_s"] / peak, 4)
     result["gemm_peak_fraction_wall"] = round(work["flops"] / wall / peak, 4)
     result["gemm_peak_gflops"] = round(peak / 1e9, 1)
     result["engine_achieved_gflops"] = round(work["flops"] / work["busy_s"] / 1e9, 1)
-    result["workload"] = {"model": MODEL, "requests": args.requests, "rate_per_s": args.rate, "seed": args.seed,
+    result["workload"] = {"model": args.model, "dtype": str(dtype), "requests": args.requests, "rate_per_s": args.rate, "seed": args.seed,
                           "prompt_tokens": sum(map(len, prompts)), "output_tokens": sum(out_lens),
                           "static_batch": args.static_batch,
                           "max_num_batched_tokens": args.max_num_batched_tokens, "threads": torch.get_num_threads()}

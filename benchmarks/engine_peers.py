@@ -64,10 +64,10 @@ class PastDeadline(StoppingCriteria):
 def _generate_batch(model, prompts: list[list[int]], max_new: int, pad_id: int,
                     deadline: float = float("inf")) -> list[float]:
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=model.device)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long, device=model.device)
     for row, prompt in enumerate(prompts):  # left padding: every row's last token is at the end
-        ids[row, width - len(prompt):] = torch.tensor(prompt)
+        ids[row, width - len(prompt):] = torch.tensor(prompt, device=model.device)
         mask[row, width - len(prompt):] = 1
     clock = StepClock()
     # min_new_tokens masks EOS, so every row runs the full length (same as ignore_eos elsewhere)
@@ -78,7 +78,8 @@ def _generate_batch(model, prompts: list[list[int]], max_new: int, pad_id: int,
 
 
 def run_hf_static(path, prompts, out_lens, arrivals, batch_size: int, pad_id: int, log, limit_s: float):
-    model = load_sdpa_model(path)
+    """`path`: a model folder, or a model already built with sdpa attention (random weights)."""
+    model = path if isinstance(path, torch.nn.Module) else load_sdpa_model(path)
     _generate_batch(model, [prompts[0][:32]], 4, pad_id)  # warm-up, not timed
     n = len(prompts)
     times: list[list[float]] = [[] for _ in range(n)]

@@ -58,6 +58,8 @@ class WorkerSpec:
     launch: tuple[str, ...] = setting((), "Extra `python -m backends.worker` flags, used only when the local "
                                           "stack launches this worker itself; the gateway never reads them.")
     api_key_env: str | None = setting(None, _KEY_ENV_DOC + " Overrides the tier's.")
+    device: str | None = setting(None, "Where the local stack runs this worker: auto, cpu or cuda; short for "
+                                       "launch: [\"--device\", ...].", choices=("auto", "cpu", "cuda"))
     api_key: str | None = setting(None, internal=True, repr=False)  # read from api_key_env at load
 
 
@@ -95,7 +97,8 @@ def _worker(path: str, data, source: str, tier_key_env: str | None) -> WorkerSpe
     _no_inline_key(f)
     # a worker's own api_key_env overrides its tier's
     spec = parse_section(WorkerSpec, f, api_key_env=lambda f, key: _key_env(f, key, tier_key_env))
-    return replace(spec, api_key=_read_key(f, spec.api_key_env))
+    launch = ("--device", spec.device, *spec.launch) if spec.device else spec.launch
+    return replace(spec, api_key=_read_key(f, spec.api_key_env), launch=launch)
 
 
 def _read_key(f: Fields, env: str | None) -> str | None:

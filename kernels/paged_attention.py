@@ -36,6 +36,14 @@ class AttentionMetadata:
     decode_context_lens: torch.Tensor  # [num_decodes] long
     workspace: "GatherWorkspace | None" = None
     decode_masks: dict = field(default_factory=dict)  # sliding window -> mask, shared by all layers
+    derived: dict = field(default_factory=dict)  # other kernels' per-step tensors, built once for all layers
+
+    def to(self, device: torch.device) -> "AttentionMetadata":
+        """The same step with its tensors on `device` (built on the host, moved once per step)."""
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        prefills = [PrefillChunk(c.start, c.end, c.context_len, move(c.block_table)) for c in self.prefills]
+        return AttentionMetadata(move(self.slot_mapping), prefills, move(self.decode_index),
+                                 move(self.decode_block_tables), move(self.decode_context_lens))
 
 
 class GatherWorkspace:

@@ -5,6 +5,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _triton_mode() -> None:
+    """Triton reads TRITON_INTERPRET once, when it is first imported, and torch's dynamo imports
+    it as soon as a transformers model is built; so it is settled here, before any test module.
+    Without a GPU the Triton kernels run in Triton's interpreter on CPU tensors (tests/kernels);
+    with one they compile for it. Nothing else in the suite runs Triton code."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+_triton_mode()
+
+
 import uuid
 
 import aiohttp

@@ -15,7 +15,10 @@ class EngineConfig:
     max_waiting: int = 256  # waiting queue bound: beyond it new requests are refused (503)
     max_model_len: int | None = None  # context window; default min(model's, 8192)
     enable_prefix_caching: bool = True
-    dtype: str = "float32"
+    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/device.py)
+    device: str = "cpu"  # "auto" | "cpu" | "cuda"; the worker's --device defaults to auto
+    gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
+    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/cuda_graphs.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
     quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py
     quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2

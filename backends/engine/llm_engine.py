@@ -1,11 +1,10 @@
 """The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
 from __future__ import annotations
 
-import torch
-
 from ..models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
+from .device import resolve_device, resolve_dtype
 from .grammar import GrammarCompiler
 from .model_runner import ModelRunner, load_model
 from .quantize import quantize_model
@@ -25,18 +24,21 @@ class RequestTooLargeError(ValueError):
 class LLMEngine:
     def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None):
         self.config = config
+        device = resolve_device(config.device)
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
             path = model_dir(config.model)
             tokenizer = tokenizer or load_tokenizer(path)
-            model = load_model(path, getattr(torch, config.dtype))
+            model = load_model(path, resolve_dtype(config.dtype, device), device)
+        elif model.device != device:
+            model.to(device)
         quantize_model(model, config)  # in place, once; a no-op without config.quantization
         self.model = model
         self.tokenizer = tokenizer
-        self.runner = ModelRunner(model, config)
-        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
-        self.scheduler = Scheduler(config, self.block_manager)
         model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)
         self.max_model_len = config.max_model_len or min(model_limit, DEFAULT_MAX_MODEL_LEN)
+        self.runner = ModelRunner(model, config, self.max_model_len)
+        self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, self.block_manager)
         self.eos_token_ids = self._eos_ids()
         self.grammars = GrammarCompiler(tokenizer, model.config.get_text_config().vocab_size, self.eos_token_ids) \
             if tokenizer is not None else None
@@ -55,7 +57,7 @@ class LLMEngine:
             if draft_model is None:
                 if not self.config.draft_model:
                     raise ValueError("speculative='draft' needs draft_model")
-                draft_model = load_model(model_dir(self.config.draft_model), self.model.dtype)
+                draft_model = load_model(model_dir(self.config.draft_model), self.model.dtype, self.model.device)
             return DraftModelProposer(draft_model, k, self.config)
         raise ValueError(f"unknown speculative method {self.config.speculative!r} (use 'ngram' or 'draft')")
 

@@ -6,6 +6,12 @@ that dispatches attention through the interface (Llama/SmolLM2, Gemma 3, Qwen, .
 reads and writes our paged cache without model code of our own. The per-step metadata
 (slots, block tables) reaches the attention function through `_current`, set around the
 forward pass, as the model's forward has no slot for it.
+
+On CUDA the same runner places the pool on the GPU, attends with the Triton kernels
+(kernels/triton_paged_attention.py), moves each step's metadata over once, and sizes the
+pool by profiling one forward (engine/device.py). On CPU nothing of that happens.
+Pure decode steps go through a DecodeGraphRunner (engine/cuda_graphs.py) when CUDA graphs
+are on: captured graphs on CUDA, the same static-buffer path run eagerly on CPU.
 """
 from __future__ import annotations
 
@@ -16,7 +22,9 @@ from transformers.masking_utils import AttentionMaskInterface
 from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
 
 from .config import EngineConfig
-from .sequence import Sequence
+from .cuda_graphs import DecodeGraphRunner, use_cuda_graphs
+from .device import profiled_kv_bytes
+from .sequence import SamplingParams, Sequence
 
 ATTN_IMPLEMENTATION = "tiergate_paged"
 
@@ -24,6 +32,7 @@ ATTN_IMPLEMENTATION = "tiergate_paged"
 class _StepContext:
     meta: AttentionMetadata | None = None
     kv_caches: list[tuple[torch.Tensor, torch.Tensor]] = []
+    attend = staticmethod(paged_attention)
 
 
 _current = _StepContext()
@@ -33,7 +42,7 @@ def _attention(module, query, key, value, attention_mask, scaling=None, dropout=
                sliding_window=None, softcap=None, **kwargs):
     """transformers calls this per layer with q [1, Hq, T, D] and k/v [1, Hkv, T, D]."""
     k_cache, v_cache = _current.kv_caches[module.layer_idx]
-    out = paged_attention(query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1),
+    out = _current.attend(query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1),
                           k_cache, v_cache, _current.meta, scaling, sliding_window, softcap)
     return out[None], None
 
@@ -48,10 +57,22 @@ AttentionInterface.register(ATTN_IMPLEMENTATION, _attention)
 AttentionMaskInterface.register(ATTN_IMPLEMENTATION, _no_mask)
 
 
-def load_model(path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+def load_model(path, dtype: torch.dtype = torch.float32, device: torch.device = torch.device("cpu")) -> PreTrainedModel:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION)
-    move_to_anonymous_memory(model)
+    if device.type == "cpu":
+        move_to_anonymous_memory(model)
+    else:
+        model.to(device)  # the copy to the GPU leaves the memory-mapped file behind anyway
     return model.eval()
+
+
+def attention_for(device: torch.device):
+    """The paged attention for tensors on `device`; triton is imported only where it runs."""
+    if device.type == "cuda":
+        from kernels.triton_paged_attention import triton_paged_attention
+
+        return triton_paged_attention
+    return paged_attention
 
 
 def move_to_anonymous_memory(model: torch.nn.Module) -> None:
@@ -67,7 +88,8 @@ def move_to_anonymous_memory(model: torch.nn.Module) -> None:
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, config: EngineConfig):
+    def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None):
+        """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs)."""
         self.model = model
         self.config = config
         text_config = model.config.get_text_config()
@@ -76,11 +98,37 @@ class ModelRunner:
         self.head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.dtype = model.dtype
         self.block_size = config.block_size
-        self.num_blocks = config.num_blocks or max(1, config.kv_cache_bytes // self.bytes_per_block())
-        shape = (self.num_blocks, self.block_size, self.kv_heads, self.head_dim)
-        self.kv_caches = [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype))
-                          for _ in range(self.num_layers)]
+        self.device = model.device
+        self.attend = attention_for(self.device)
         self.workspace = GatherWorkspace()
+        self.decode_graphs = None  # set below; the profiling forward runs eagerly
+        self.num_blocks = config.num_blocks or self._pool_blocks()
+        graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)
+        # with graphs, one block past the block manager's num_blocks takes padded tokens' K/V
+        self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
+        self.decode_graphs = DecodeGraphRunner(self, config.max_num_seqs, -(-max_model_len // self.block_size),
+                                               scratch_block=self.num_blocks) if graphs else None
+
+    def _allocate_pool(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        shape = (num_blocks, self.block_size, self.kv_heads, self.head_dim)
+        return [(torch.zeros(shape, dtype=self.dtype, device=self.device),
+                 torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in range(self.num_layers)]
+
+    def _pool_blocks(self) -> int:
+        if self.device.type != "cuda" or self.config.gpu_memory_utilization is None:
+            return max(1, self.config.kv_cache_bytes // self.bytes_per_block())
+        budget = profiled_kv_bytes(self._profile_forward, self.config.gpu_memory_utilization, self.device)
+        return max(1, budget // self.bytes_per_block())
+
+    def _profile_forward(self) -> None:
+        """One prompt chunk at the full token budget on a throwaway pool: the activation peak."""
+        tokens = self.config.max_num_batched_tokens
+        blocks = -(-tokens // self.block_size)
+        self.kv_caches = self._allocate_pool(blocks)
+        seq = Sequence([0] * tokens, SamplingParams())
+        seq.block_table = list(range(blocks))
+        self.forward([(seq, tokens)])
+        del self.kv_caches
 
     def bytes_per_block(self) -> int:
         element = torch.finfo(self.model.dtype).bits // 8
@@ -137,11 +185,22 @@ class ModelRunner:
         """One forward pass over the step. Returns (logits, rows): rows[i] is the slice of
         logits for scheduled[i] (its next-token position, then one per draft token), or
         None for a prompt chunk that does not reach the end of the prompt."""
+        if self.decode_graphs is not None and self.decode_graphs.accepts(scheduled, drafts):
+            return self.decode_graphs.run(scheduled)
         input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
-        _current.meta, _current.kv_caches = meta, self.kv_caches
+        keep = torch.tensor(logit_index, dtype=torch.long)
+        if self.device.type != "cpu":
+            input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),
+                                                keep.to(self.device), meta.to(self.device))
+        # The sampler runs on the host: only the kept rows come back (not yet just the ids).
+        return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
+
+    def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
+                  keep: torch.Tensor | int) -> torch.Tensor:
+        """The model on one flat batch already on the device: logits [len(keep) or all, vocab]."""
+        _current.meta, _current.kv_caches, _current.attend = meta, self.kv_caches, self.attend
         try:
-            logits = self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
-                                logits_to_keep=torch.tensor(logit_index, dtype=torch.long)).logits[0]
+            return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
+                              logits_to_keep=keep).logits[0]
         finally:
             _current.meta = None
-        return logits.float(), rows

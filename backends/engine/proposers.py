@@ -64,7 +64,9 @@ class DraftModelProposer:
         from .model_runner import ModelRunner  # local: model_runner imports transformers
 
         self.num_tokens = num_tokens
-        runner_config = EngineConfig(model="draft", block_size=config.block_size, kv_cache_bytes=config.kv_cache_bytes // 4)
+        # The target's pool already took the GPU's share: the shadow pool is sized in bytes, never profiled.
+        runner_config = EngineConfig(model="draft", block_size=config.block_size, kv_cache_bytes=config.kv_cache_bytes // 4,
+                                     gpu_memory_utilization=None)
         self.runner = ModelRunner(model, runner_config)
         self.blocks = BlockManager(self.runner.num_blocks, config.block_size, enable_prefix_caching=False)
         self.shadows: dict[int, Sequence] = {}

@@ -14,7 +14,12 @@ row and the input embedding reads the same int8 rows, so both share one copy (se
 `quantize_linears`' `lm_head` argument and benchmarks/quantization.py for the measurement
 behind that default). Layers whose shape a kernel cannot take (int4: out_features not a
 multiple of 16 or in_features not a multiple of the group size) stay in full precision.
-CPU only: the aten kernels used here are the CPU ones.
+
+Kernels: on CPU the aten kernels of kernels/quantized_linear.py; on CUDA the Triton GEMM of
+kernels/triton_quantized_matmul.py, fed the same codes, scales and zeros (int4 repacked
+along k at load time, so no out_features multiple of 16 is needed there) with activations
+in the model's dtype. `quantize_linears(kernel=...)` picks one explicitly (tests run the
+Triton one on CPU in Triton's interpreter); by default the model's device decides.
 
 int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
 kept (backends/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
@@ -50,47 +55,63 @@ from kernels.quantized_linear import (INT4_N_MULTIPLE, Q4_1_GROUP, int4_linear, 
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
+KERNELS = ("aten", "triton")  # CPU aten ops | Triton GEMM (CUDA; CPU only in the interpreter)
+
+
+def _triton():
+    """Imported on first use: a CPU worker never loads triton."""
+    from kernels import triton_quantized_matmul
+
+    return triton_quantized_matmul
 
 
 class Int8Linear(nn.Module):
-    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None):
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, kernel: str = "aten"):
         super().__init__()
         self.out_features, self.in_features = codes.shape
+        self.kernel = kernel
         self.register_buffer("codes", codes)
         self.register_buffer("scales", scales)
         self.register_buffer("bias", bias)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear) -> "Int8Linear":
-        return cls(*quantize_int8(linear.weight), _bias(linear))
+    def from_linear(cls, linear: nn.Linear, kernel: str = "aten") -> "Int8Linear":
+        return cls(*quantize_int8(linear.weight), _bias(linear), kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel == "triton":
+            return _triton().triton_int8_linear(x, self.codes, self.scales, self.bias)
         return int8_linear(x, self.codes, self.scales, self.bias)
 
 
 class Int4Linear(nn.Module):
-    def __init__(self, packed: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,
-                 in_features: int, bias: torch.Tensor | None):
+    def __init__(self, codes: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,
+                 bias: torch.Tensor | None, kernel: str = "aten"):
+        """codes int [n, k] 0..15, packed here in the layout `kernel` reads."""
         super().__init__()
-        self.out_features, self.in_features, self.group_size = packed.shape[0], in_features, group_size
-        self.register_buffer("packed", packed)
+        (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
+        pack = _triton().pack_int4_along_k if kernel == "triton" else pack_int4
+        self.register_buffer("packed", pack(codes))
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.register_buffer("bias", bias)
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group_size: int) -> "Int4Linear":
+    def from_linear(cls, linear: nn.Linear, group_size: int, kernel: str = "aten") -> "Int4Linear":
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
-        return cls(pack_int4(codes), scales_and_zeros, group_size, linear.in_features, _bias(linear))
+        return cls(codes, scales_and_zeros, group_size, _bias(linear), kernel)
 
     @classmethod
-    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor) -> "Int4Linear":
+    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor, kernel: str = "aten") -> "Int4Linear":
         """The layer's GGUF Q4_1 blocks as they are (codes unchanged), in place of its weight."""
         codes, scales_and_zeros = q4_1_to_int4(blocks)
         if codes.shape != linear.weight.shape:
             raise ValueError(f"Q4_1 blocks of shape {tuple(codes.shape)} do not fit a {tuple(linear.weight.shape)} layer")
-        return cls(pack_int4(codes), scales_and_zeros, Q4_1_GROUP, linear.in_features, _bias(linear))
+        device = linear.weight.device
+        return cls(codes.to(device), scales_and_zeros.to(device), Q4_1_GROUP, _bias(linear), kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel == "triton":
+            return _triton().triton_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
         return int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
 
 
@@ -111,23 +132,36 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
     return None if linear.bias is None else linear.bias.detach().float().clone()
 
 
-def _can_quantize(linear: nn.Linear, method: str, group_size: int) -> bool:
+def _can_quantize(linear: nn.Linear, method: str, group_size: int, kernel: str) -> bool:
     if method == "int8":
         return True
-    return linear.out_features % INT4_N_MULTIPLE == 0 and linear.in_features % group_size == 0
+    n_ok = kernel == "triton" or linear.out_features % INT4_N_MULTIPLE == 0  # aten's packer needs n % 16
+    return n_ok and linear.in_features % group_size == 0
+
+
+def default_kernel(model: nn.Module) -> str:
+    """Triton on CUDA models, aten on CPU ones; other devices have no kernel here."""
+    devices = {p.device.type for p in model.parameters()}
+    if devices <= {"cpu"}:
+        return "aten"
+    if devices == {"cuda"}:
+        return "triton"
+    raise ValueError(f"weight-only quantization runs on CPU or CUDA models, not on {sorted(devices)}")
 
 
 def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_head: bool = True,
-                     gguf_blocks: dict[str, torch.Tensor] | None = None) -> dict:
+                     gguf_blocks: dict[str, torch.Tensor] | None = None, kernel: str | None = None) -> dict:
     """Replace the decoder's nn.Linear layers in place; returns counts for logs and tests.
     With `gguf_blocks` (int4, group 32), layers with blocks take them as they are and all
-    other layers, the LM head included, stay unquantized."""
+    other layers, the LM head included, stay unquantized. `kernel`: see KERNELS; None picks
+    by the model's device (default_kernel)."""
     if method not in METHODS:
         raise ValueError(f"quantization must be one of {METHODS}, got {method!r}")
     if method == "int4" and group_size not in GROUP_SIZES:
         raise ValueError(f"quant_group_size must be one of {GROUP_SIZES}, got {group_size}")
-    if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ValueError("weight-only quantization runs on CPU models only")
+    kernel = kernel or default_kernel(model)
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if gguf_blocks and (method, group_size) != ("int4", Q4_1_GROUP):
         raise ValueError("GGUF Q4_1 blocks serve int4 with group size 32 only")
     head = model.get_output_embeddings()
@@ -139,22 +173,22 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
                     continue
                 blocks = (gguf_blocks or {}).get(f"{parent_name}.{name}" if parent_name else name)
                 if blocks is not None:
-                    replacement = Int4Linear.from_q4_1(child, blocks)
+                    replacement = Int4Linear.from_q4_1(child, blocks, kernel)
                     counts["from_gguf"] += 1
-                elif gguf_blocks or not _can_quantize(child, method, group_size):
+                elif gguf_blocks or not _can_quantize(child, method, group_size, kernel):
                     counts["kept"] += 1
                     continue
                 else:
-                    replacement = Int8Linear.from_linear(child) if method == "int8" else \
-                        Int4Linear.from_linear(child, group_size)
+                    replacement = Int8Linear.from_linear(child, kernel) if method == "int8" else \
+                        Int4Linear.from_linear(child, group_size, kernel)
                 setattr(parent, name, replacement)
                 counts["quantized"] += 1
         if lm_head and not gguf_blocks and isinstance(head, nn.Linear):  # not yet quantized
-            counts["lm_head"] = _quantize_head(model, head)
+            counts["lm_head"] = _quantize_head(model, head, kernel)
     return counts
 
 
-def _quantize_head(model: nn.Module, head: nn.Linear) -> bool:
+def _quantize_head(model: nn.Module, head: nn.Linear, kernel: str) -> bool:
     """int8 per vocab row; when the embedding is a plain nn.Embedding tied to the head it
     reads the same int8 rows, so the fp32 table is dropped. Otherwise (e.g. Gemma's scaled
     embedding) quantizing the head would add a copy beside the fp32 table, so skip it."""
@@ -163,7 +197,7 @@ def _quantize_head(model: nn.Module, head: nn.Linear) -> bool:
     if tied and type(embedding) is not nn.Embedding:
         return False
     dtype = head.weight.dtype
-    quantized = Int8Linear.from_linear(head)
+    quantized = Int8Linear.from_linear(head, kernel)
     model.set_output_embeddings(quantized)
     if tied:
         model.set_input_embeddings(Int8Embedding(quantized, dtype))

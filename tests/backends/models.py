@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 
 import torch
-from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
+from transformers import (AutoTokenizer, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
+                          LlamaForCausalLM)
 
 from backends.engine.model_runner import ATTN_IMPLEMENTATION, load_model
 from backends.models import model_dir
@@ -36,6 +37,16 @@ def tiny_gemma3(sliding_window: int = 16):
                               layer_types=["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
                               eos_token_id=None, bos_token_id=None, pad_token_id=None)
     return _pair(Gemma3ForCausalLM, config, seed=1)
+
+
+def tiny_gemma2(sliding_window: int = 8, softcap: float = 0.5):
+    """Gemma 2 passes attention softcap to the attention function (Gemma 3 does not)."""
+    config = Gemma2Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=sliding_window,
+                          attn_logit_softcapping=softcap, max_position_embeddings=1024,
+                          layer_types=["sliding_attention", "full_attention"],
+                          eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    return _pair(Gemma2ForCausalLM, config, seed=2)
 
 
 @functools.lru_cache(maxsize=None)

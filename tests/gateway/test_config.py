@@ -37,6 +37,7 @@ def test_default_config_loads():
     (lambda d: d.update(redis={"url": 5}), "redis.url"),
     (lambda d: d.update(failover={"max_attempts": 3, "escalte": True}), "failover.escalte"),
     (lambda d: d.update(tiers=[]), "tiers"),
+    (lambda d: d["tiers"][1]["workers"][0].update(device="gpu"), "tiers[1].workers[0].device"),
     (lambda d: d.update(budgets={"daily_usd": {"hard": 1}}), "budgets"),  # belongs under policy or a tenant
     (lambda d: d.update(rate_limits={"requests_per_minute": 5}), "rate_limits"),
     (lambda d: d.update(usage_log={"dir": "x"}), "usage_log"),
@@ -59,6 +60,12 @@ def test_errors_name_the_field(mutate, field):
         parse_config(doc, "test.yaml")
     assert str(err.value).startswith(f"test.yaml: {field}:")
     assert "secret" not in str(err.value)  # a credential in a bad URL is not echoed into logs
+
+
+def test_worker_device_is_shorthand_for_launch_flags():
+    doc = copy.deepcopy(GOOD)
+    doc["tiers"][1]["workers"][0].update(device="cuda", launch=["--dtype", "float16"])
+    assert parse_config(doc, "test.yaml").tiers[1].workers[0].launch == ("--device", "cuda", "--dtype", "float16")
 
 
 def test_a_misplaced_section_says_where_it_belongs():

@@ -1,0 +1,122 @@
+"""CUDA graphs for decode steps: one graph per batch-size bucket, replayed on static buffers.
+
+A decode step's shapes depend only on its batch size, so the forward is captured once per
+bucket (1, 2, 4, 8, 16, 32, 64, ... up to max_num_seqs) and a step of b sequences replays the
+smallest bucket >= b. The graph reads its inputs from static device buffers (input ids,
+positions, slot mapping, block tables, context lengths) sized for the largest bucket; before
+a replay the step's metadata is copied into their first b rows and rows b..bucket-1 are set
+to padding:
+- slot -> the scratch block, one block past what the block manager hands out, so a padded
+  token's K/V write never lands in a real sequence's block;
+- context length 0 -> the Triton decode kernel reads no K/V and writes zeros (the torch
+  reference gives NaN there); either way those rows' logits are dropped;
+- token id 0 at position 0, block table rows pointing at the scratch block.
+
+Which steps: only pure decode steps (every scheduled sequence feeds one token and no draft
+tokens). Prefill chunks and speculative verification (several tokens per sequence) run
+eagerly, as do batches above the largest bucket. Grammars, penalties and sampling run on
+the host after the forward, so they do not force eager mode; draft models stay eager.
+
+On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
+so bucketing, padding and the scratch block are tested without a GPU
+(tests/backends/test_decode_graphs.py). The capture/replay itself is not verified on a GPU
+in this change.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from kernels.paged_attention import AttentionMetadata
+
+
+def use_cuda_graphs(flag: bool | None, device: torch.device) -> bool:
+    """None: on for CUDA, off for CPU. True on CPU runs the static-buffer path without graphs."""
+    return device.type == "cuda" if flag is None else flag
+
+
+def decode_buckets(max_batch: int) -> list[int]:
+    """Powers of two below max_batch, then max_batch itself: padding wastes < half a bucket."""
+    buckets = [1]
+    while buckets[-1] * 2 < max_batch:
+        buckets.append(buckets[-1] * 2)
+    if buckets[-1] < max_batch:
+        buckets.append(max_batch)
+    return buckets
+
+
+class DecodeGraphRunner:
+    def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, scratch_block: int):
+        """`runner` is the ModelRunner; its pool has `scratch_block` reserved for padding."""
+        self.runner = runner
+        self.buckets = decode_buckets(max_batch)
+        self.scratch_block = scratch_block
+        self.scratch_slot = scratch_block * runner.block_size
+        size, device = self.buckets[-1], runner.device
+        self.input_ids = torch.zeros(1, size, dtype=torch.long, device=device)
+        self.positions = torch.zeros(1, size, dtype=torch.long, device=device)
+        self.slot_mapping = torch.full((size,), self.scratch_slot, dtype=torch.long, device=device)
+        self.block_tables = torch.full((size, max_blocks_per_seq), scratch_block, dtype=torch.long, device=device)
+        self.context_lens = torch.zeros(size, dtype=torch.long, device=device)
+        self.decode_index = torch.arange(size, device=device)  # decode i is flat token i
+        self.capture = device.type == "cuda"
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.pool = None  # one memory pool shared by every bucket's graph
+        self.steps = Counter()  # bucket -> steps run through it (logs and tests)
+
+    def accepts(self, scheduled, drafts) -> bool:
+        return (not drafts and len(scheduled) <= self.buckets[-1]
+                and all(n == 1 for _, n in scheduled))
+
+    def run(self, scheduled):
+        """The same (logits, rows) as ModelRunner.forward, for a pure decode step."""
+        input_ids, positions, meta, logit_index, rows = self.runner._metadata(scheduled, {})
+        batch = len(scheduled)
+        bucket = next(b for b in self.buckets if b >= batch)
+        self._fill(batch, bucket, input_ids[0], positions[0], meta)
+        logits = self._replay(bucket) if self.capture else self._forward(bucket)
+        self.steps[bucket] += 1
+        # decode i is flat token i, so logit_index picks rows of the bucket's logits directly
+        return logits[logit_index].float().cpu(), rows
+
+    def _fill(self, batch: int, bucket: int, input_ids, positions, meta: AttentionMetadata) -> None:
+        width = meta.decode_block_tables.shape[1]
+        for buffer, rows in ((self.input_ids[0], input_ids), (self.positions[0], positions),
+                             (self.slot_mapping, meta.slot_mapping), (self.context_lens, meta.decode_context_lens)):
+            buffer[:batch].copy_(rows, non_blocking=True)
+        self.block_tables[:batch, :width].copy_(meta.decode_block_tables, non_blocking=True)
+        self.block_tables[:batch, width:] = self.scratch_block
+        self.input_ids[0, batch:bucket] = 0
+        self.positions[0, batch:bucket] = 0
+        self.slot_mapping[batch:bucket] = self.scratch_slot
+        self.block_tables[batch:bucket] = self.scratch_block
+        self.context_lens[batch:bucket] = 0
+
+    def _forward(self, bucket: int) -> torch.Tensor:
+        """All `bucket` rows through the model, reading only the static buffers: [bucket, vocab]."""
+        meta = AttentionMetadata(self.slot_mapping[:bucket], [], self.decode_index[:bucket],
+                                 self.block_tables[:bucket], self.context_lens[:bucket],
+                                 workspace=self.runner.workspace)
+        return self.runner.run_model(self.input_ids[:, :bucket], self.positions[:, :bucket], meta, 0)
+
+    def _replay(self, bucket: int) -> torch.Tensor:
+        if bucket not in self.graphs:
+            self.graphs[bucket] = self._capture(bucket)
+        graph, logits = self.graphs[bucket]
+        graph.replay()
+        return logits
+
+    def _capture(self, bucket: int):
+        """Captured on first use. The warm-up forward (Triton compiles, the allocator settles)
+        reruns the current step on a side stream; its K/V writes are the same values again."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            self._forward(bucket)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            logits = self._forward(bucket)
+        self.pool = graph.pool()
+        return graph, logits

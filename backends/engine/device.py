@@ -1,0 +1,73 @@
+"""Where the engine runs: the device, its default dtype, the KV pool's size on a GPU, and
+the GPU memory the worker reports. On CPU every answer is what the engine did before."""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` is CUDA when torch sees a GPU, else CPU; `cuda` without one is an error, not a fallback."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
+    return torch.device(name)
+
+
+def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
+    """bf16 on GPUs (tensor cores, half the weight bytes per decode step); fp32 on CPU, where
+    bf16 matmuls are slower than fp32 outside the quantized kernels."""
+    if name:
+        return getattr(torch, name)
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def kv_budget(total: int, utilization: float, used: int, activation_peak: int) -> int:
+    """vLLM's rule: the pool gets `utilization` of the GPU less what is in use (weights, other
+    processes) and less the transient peak of one forward at the full token budget."""
+    budget = int(total * utilization) - used - activation_peak
+    if budget <= 0:
+        raise ValueError(f"no GPU memory left for the KV cache at gpu_memory_utilization={utilization}: "
+                         f"{used / 2**30:.2f} GiB in use, forward peak {activation_peak / 2**30:.2f} GiB, "
+                         f"{total / 2**30:.2f} GiB total")
+    return budget
+
+
+def profiled_kv_bytes(profile: Callable[[], None], utilization: float, device: torch.device) -> int:
+    """Run `profile` (one forward at the full token budget) and size the KV pool from what it used."""
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    profile()
+    torch.cuda.synchronize(device)
+    activation_peak = torch.cuda.max_memory_allocated(device) - before
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(device)
+    return kv_budget(total, utilization, total - free, activation_peak)
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes of the distinct storages behind `tensors` (tied weights count once)."""
+    seen: dict[int, int] = {}
+    for t in tensors:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def gpu_memory(model: torch.nn.Module, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, int] | None:
+    """Bytes of weights, KV pool and the allocator's peak, for the worker's metrics; None on CPU."""
+    first = next(model.parameters(), None)
+    if first is None or first.device.type != "cuda":
+        return None
+    return {
+        "weights": tensor_bytes(list(model.parameters()) + list(model.buffers())),
+        "kv_cache": tensor_bytes(t for pair in kv_caches for t in pair),
+        "peak": torch.cuda.max_memory_allocated(first.device),
+    }

@@ -1,0 +1,40 @@
+"""Randomly initialised models of real architectures for `benchmarks.engine --model ...`.
+
+Throughput and bandwidth depend on the shapes, not on the weights' values, so a GPU run needs
+no checkpoint: the config dicts below are Llama 3.2's published 1B and 3B shapes (rope
+scaling left out: it changes no cost), plus a tiny one for smoke runs on CPU. The same seed
+builds identical weights for the engine and for the HF static-batching peer.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from backends.engine.model_runner import ATTN_IMPLEMENTATION
+
+_LLAMA_3 = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
+                tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001)
+ARCHITECTURES = {
+    "llama-3.2-1b": dict(_LLAMA_3, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64),
+    "llama-3.2-3b": dict(_LLAMA_3, hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+                         num_attention_heads=24, num_key_value_heads=8, head_dim=128),
+    "tiny": dict(vocab_size=2048, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, tie_word_embeddings=True),
+}
+
+
+def random_model(name: str, device: torch.device, dtype: torch.dtype, seed: int,
+                 attn_implementation: str = ATTN_IMPLEMENTATION) -> LlamaForCausalLM:
+    """Built straight on `device` (a 3B fp32 init on the host would take minutes)."""
+    config = LlamaConfig(**ARCHITECTURES[name])
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(config)
+    return model.to(dtype).eval()
+
+
+def random_prompt(rng, vocab_size: int, length: int) -> list[int]:
+    """Prompt ids for a random-weight model: any ids in its vocabulary serve."""
+    return [rng.randrange(vocab_size) for _ in range(length)]
