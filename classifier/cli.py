@@ -36,7 +36,7 @@ def cmd_evaluate(args) -> dict:
 
 
 def cmd_calibrate(args) -> dict:
-    from .pipeline import calibrate
+    from .pipeline import calibrate, calibration_sample
     model = Path(args.model)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -46,7 +46,7 @@ def cmd_calibrate(args) -> dict:
     if args.data and Path(args.data).is_file():
         rows = read_jsonl(args.data, need_label=args.shares is None and args.cost is None)
     else:
-        rows = load_splits(args.data).get("validation") or load_splits(args.data)["train"]
+        rows = calibration_sample(load_splits(args.data))
     shares = [float(x) for x in args.shares.split(",")] if args.shares else None
     progress(f"calibrating {model} on {len(rows)} rows")
     return calibrate(model, rows, args.config, shares, args.cost, args.quality, args.max_under_routing)
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     default_model = str(PACKAGED_MODEL_DIR)
 
-    p = sub.add_parser("train", help="fit, export to ONNX, calibrate on validation, evaluate")
+    p = sub.add_parser("train", help="fit, export to ONNX, calibrate on unseen-template splits, evaluate")
     p.add_argument("--data", help="folder with train/validation/test/heldout.jsonl, or one JSONL file")
     p.add_argument("--out", default=default_model, help="model folder to write")
     p.add_argument("--feedback", nargs="*", default=[], help="extra labelled JSONL files added to training")

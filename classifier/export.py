@@ -1,9 +1,10 @@
 """Export the scikit-learn model to one ONNX graph with two inputs.
 
 `text` (string [N,1]) goes through the two TF-IDF stages converted by skl2onnx (with
-`locale: "C"`, the only locale this machine has); `numeric` (float [N,F]) is scaled in
-the graph; then concatenation, the logistic-regression affine map and softmax give
-`probs` [N,4]. Writing the tail by hand keeps the graph small and its inputs explicit.
+`locale: "C"`, the only locale this machine has); `numeric` (float [N,F]) is split in
+the graph into the structural columns (scaled) and the static MiniLM vector (cosine to each
+tier's centroid, scaled); then concatenation, the logistic-regression affine map and softmax
+give `probs` [N,4]. Writing the tail by hand keeps the graph small and its inputs explicit.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .training import SklearnModel
+from .training import SIM_SCALE, SklearnModel
 
 TARGET_OPSET = {"": 17, "ai.onnx.ml": 3}
 
@@ -56,9 +57,15 @@ def to_onnx(model: SklearnModel, n_numeric: int) -> onnx.ModelProto:
     coef = model.clf.coef_.astype(np.float32)  # [classes, features]
     if coef.shape[0] != 4:
         raise ValueError(f"expected a 4-class model, got {coef.shape[0]} classes")
+    n_structural, dims = model.scaler.mean_.shape[0], model.centroids.shape[1]
+    if n_structural + dims != n_numeric:
+        raise ValueError(f"numeric input has {n_numeric} columns, the model reads {n_structural} + {dims}")
     inits = list(word.graph.initializer) + list(char.graph.initializer) + [
         numpy_helper.from_array(model.scaler.mean_.astype(np.float32), "num_mean"),
         numpy_helper.from_array(model.scaler.scale_.astype(np.float32), "num_scale"),
+        numpy_helper.from_array(np.array([n_structural, dims], dtype=np.int64), "num_split"),
+        numpy_helper.from_array(np.ascontiguousarray(model.centroids.T.astype(np.float32)), "tier_centroids"),
+        numpy_helper.from_array(np.array(SIM_SCALE, dtype=np.float32), "sim_scale"),
         numpy_helper.from_array(np.ascontiguousarray(coef.T), "lr_weight"),
         numpy_helper.from_array(model.clf.intercept_.astype(np.float32), "lr_bias"),
         numpy_helper.from_array(np.array(1e-12, dtype=np.float32), NORM_EPS),
@@ -67,10 +74,13 @@ def to_onnx(model: SklearnModel, n_numeric: int) -> onnx.ModelProto:
              helper.make_node("Identity", ["text"], ["c_text"])]
     nodes += fast_l2_normalizers(list(word.graph.node) + list(char.graph.node))
     nodes += [
-        helper.make_node("Sub", ["numeric", "num_mean"], ["num_centred"]),
+        helper.make_node("Split", ["numeric", "num_split"], ["num_structural", "num_vector"], axis=1),
+        helper.make_node("Sub", ["num_structural", "num_mean"], ["num_centred"]),
         helper.make_node("Div", ["num_centred", "num_scale"], ["num_scaled"]),
-        helper.make_node("Concat", [word.graph.output[0].name, char.graph.output[0].name, "num_scaled"],
-                         ["design"], axis=1),
+        helper.make_node("MatMul", ["num_vector", "tier_centroids"], ["tier_cosine"]),
+        helper.make_node("Mul", ["tier_cosine", "sim_scale"], ["tier_similarity"]),
+        helper.make_node("Concat", [word.graph.output[0].name, char.graph.output[0].name, "num_scaled",
+                                    "tier_similarity"], ["design"], axis=1),
         helper.make_node("MatMul", ["design", "lr_weight"], ["logits_raw"]),
         helper.make_node("Add", ["logits_raw", "lr_bias"], ["logits"]),
         helper.make_node("Softmax", ["logits"], ["probs"], axis=1),

@@ -3,7 +3,9 @@
 Structural signals look at the whole request: all turns, the system prompt and the
 conversation depth, plus cues in the task itself (questions, constraints, code, math,
 reasoning words, requested output length). Counts are log-scaled so one huge prompt
-does not dominate the linear model.
+does not dominate the linear model. The task's static MiniLM vector (static_vectors.py)
+follows them: n-grams only match wording seen in training, the vector carries meaning
+("design youtube" lands near "design a video platform at scale").
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import re
 
 import numpy as np
 
+from . import static_vectors
 from .textnorm import model_text, normalize_text, split_request
 
 _SCAN_CHARS = 6000  # cue regexes look at most at this much of the task (latency bound)
@@ -53,6 +56,8 @@ FEATURE_NAMES = [
     "log_list_items", "log_sentences", "log_code_fences", "code_char_density", "math_char_density",
     "non_ascii_ratio", "avg_word_len", "log_requested_words",
 ] + [f"log_cue_{name}" for name in _CUES]
+N_STRUCTURAL = len(FEATURE_NAMES)  # numeric columns before the static vector
+FEATURE_NAMES += [f"static_{i}" for i in range(static_vectors.DIMS)]
 
 
 def _requested_words(text: str) -> float:
@@ -83,7 +88,8 @@ def extract(messages: list[dict] | None = None, prompt: str | None = None) -> tu
         len(_MATH_CHARS.findall(scan)) / max(len(scan), 1),
         non_ascii / n_chars, len(norm_task) / words, _requested_words(scan),
     ] + [math.log1p(len(rx.findall(scan))) for rx in _CUES.values()]
-    return model_text(task, context), np.asarray(values, dtype=np.float32)
+    numeric = np.concatenate([np.asarray(values, dtype=np.float32), static_vectors.packaged().embed(task)])
+    return model_text(task, context), numeric
 
 
 def extract_many(requests: list[dict]) -> tuple[list[str], np.ndarray]:

@@ -18,6 +18,7 @@ import onnxruntime as ort
 
 from .decision import DEFAULT_THRESHOLDS, decide, decide_many, shifted, shifted_values
 from .features import extract
+from .static_vectors import vectors_digest
 
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
 MODEL_FILE = "complexity.onnx"
@@ -43,6 +44,11 @@ class ComplexityClassifier:
     def load(cls, model_dir: str | Path | None = None) -> "ComplexityClassifier":
         folder = Path(model_dir) if model_dir is not None else PACKAGED_MODEL_DIR
         metadata = json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))
+        expected = metadata.get("static_vectors_sha256")
+        if expected and expected != vectors_digest():
+            # the weights were fitted on other token vectors: its scores would be noise
+            raise ValueError(f"{folder}: model was trained with static vectors {expected}, "
+                             f"but classifier/model/static_vectors.npy is {vectors_digest()}; retrain it")
         options = ort.SessionOptions()
         # one request is tiny: extra threads only add wake-up latency on a shared CPU
         options.intra_op_num_threads = 1

@@ -3,7 +3,7 @@ weighs options, plans with interacting parts, long structured documents."""
 
 COMPLEX = [
     # multi-step word problems (grade-school competition style)
-    "Natalia sold clips to 48 friends in April and half as many in May. How many clips did she sell altogether, and what was the average per month?",
+    "A bakery sells 64 loaves on Saturday and a quarter fewer on Sunday. How many loaves over the weekend, and what is the mean per day?",
     "A tank fills at 12 L/min and drains at 5 L/min. It starts with 40 L and holds 250 L. When is it full? If the drain is closed after 10 minutes, when is it full then?",
     "Tom is twice as old as his sister. In 6 years the sum of their ages will be 42. How old is each now? Show your work.",
     "A store raises a price by 20% and later cuts it by 20%. A customer says it's back to the original. Is she right? Work through an example and explain.",
@@ -21,7 +21,7 @@ COMPLEX = [
     # non-trivial code
     "Implement an LRU cache in Python with O(1) get and put, plus unit tests.",
     "Write a function that merges overlapping intervals, explain its complexity and give tests for edge cases.",
-    "Given an array of integers and a target, return the length of the shortest subarray with sum at least target. Explain the approach and write the code.",
+    "I log positive sensor readings in a list and have a threshold. Find the fewest consecutive readings whose total reaches the threshold; explain the approach and write the code.",
     "Find and fix the bug in this code, explain the root cause, and add a regression test:\n```\n{code}\n```",
     "This code is slow on large inputs. Profile it mentally, explain the bottleneck and rewrite it:\n\n{code}",
     "Write a CLI tool in {prog_lang} that tails a log file, filters lines by regex and prints counts per minute. Include error handling.",

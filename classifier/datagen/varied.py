@@ -14,13 +14,14 @@ from .pool_complex import COMPLEX
 from .pool_expert import EXPERT
 from .pool_languages import OTHER_LANGUAGES
 from .pool_medium import MEDIUM
+from .pool_more import MORE
 from .pool_simple import SIMPLE
 import re
 
 from .fillers import GLOBAL_SLOTS, code_snippet, document
 from .surface import SURFACES, render
 
-ROWS_PER_TIER = 1700
+ROWS_PER_TIER = 2100
 # entry -> split by a stable hash of its text (not of its position, so adding entries
 # never moves the others)
 ENTRY_SPLITS = (("train", 0.7), ("validation", 0.1), ("test", 0.1), ("heldout", 0.1))
@@ -41,7 +42,7 @@ def fill(rng: random.Random, text: str) -> str:
 
 def entries() -> list[tuple[int, str]]:
     english = [(1, t) for t in SIMPLE] + [(2, t) for t in MEDIUM] + [(3, t) for t in COMPLEX] + [(4, t) for t in EXPERT]
-    return english + list(OTHER_LANGUAGES)
+    return english + list(OTHER_LANGUAGES) + list(MORE)
 
 
 def split_of(text: str) -> str:

@@ -46,3 +46,15 @@ def test_shipped_model_agrees_with_its_metrics(shipped, splits):
     labels = np.array([r["tier"] for r in splits["test"]])
     stored = shipped.metadata["metrics"]["test"]["macro_f1"]
     assert macro_f1(labels, probs.argmax(1) + 1) == pytest.approx(stored, abs=1e-4)
+
+
+def test_onnx_reads_the_static_vector_like_sklearn(trained, splits):
+    """The vector's columns reach the ONNX graph: changing only them moves both models' scores alike."""
+    from classifier.static_vectors import DIMS
+    model, session = trained
+    texts, numeric = extract_many(splits["test"][:200])
+    swapped = numeric.copy()
+    swapped[:, -DIMS:] = swapped[::-1, -DIMS:]  # each request gets another request's meaning
+    onnx_before, onnx_after = _onnx_probs(session, texts, numeric), _onnx_probs(session, texts, swapped)
+    assert np.abs(onnx_after - onnx_before).max() > 0.05
+    assert np.abs(model.predict_proba(texts, swapped) - onnx_after).max() < 1e-4
