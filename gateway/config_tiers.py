@@ -82,9 +82,6 @@ class Tier:
     api_key_env: str | None = setting(None, _KEY_ENV_DOC + " Applies to the tier's workers that set none.",
                                       parse=_key_env)
 
-    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_per_mtok.input + completion_tokens * self.price_per_mtok.output) / 1e6
-
 
 def _no_inline_key(f: Fields) -> None:
     if "api_key" in f.raw:
