@@ -35,11 +35,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quantization", choices=["int8", "int4"])
     parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--compile", action="store_true", help="compiled decode steps (the worker's --compile)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     args = parser.parse_args()
-    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=64 << 20, quantization=args.quantization))
-    prompt = engine.tokenizer.encode(synthetic_prompts(1, 300, 300, seed=0)[0])
-    engine.add_request(prompt, SamplingParams(max_tokens=3 * args.steps + 8, temperature=0.0, ignore_eos=True))
-    for _ in range(4):  # prefill and warm-up
+    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=64 << 20, quantization=args.quantization,
+                                    compile_decode=args.compile))
+    prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(args.batch, 300, 300, seed=0)]
+    for prompt in prompts:
+        engine.add_request(prompt, SamplingParams(max_tokens=3 * args.steps + 8, temperature=0.0, ignore_eos=True))
+    while any(seq.num_computed_tokens < seq.num_prompt_tokens for seq in engine.scheduler.running + list(engine.scheduler.waiting)):
+        engine.step()  # prefill
+    for _ in range(4):  # warm-up
         engine.step()
     began = time.perf_counter()
     for _ in range(args.steps):
@@ -56,7 +62,8 @@ def main() -> None:
     for event in events:
         shares[family(event.key)] = shares.get(family(event.key), 0.0) + event.self_cpu_time_total / 1e3 / args.steps
     in_ops = sum(shares.values())
-    result = {"quantization": args.quantization or "fp32", "prompt_tokens": len(prompt), "ms_per_step": round(step_ms, 2),
+    result = {"quantization": args.quantization or "fp32", "compiled": args.compile, "batch": args.batch,
+              "prompt_tokens": len(prompts[0]), "ms_per_step": round(step_ms, 2),
               "profiled_ms_per_step": round(profiled_ms, 2),
               "ms_per_step_in_ops": {k: round(v, 2) for k, v in sorted(shares.items())},
               "ms_per_step_outside_ops": round(profiled_ms - in_ops, 2), "threads": torch.get_num_threads(),

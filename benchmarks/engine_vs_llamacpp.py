@@ -6,7 +6,8 @@ Workload: streamed `/v1/completions`, synthetic prompts of ~60-700 tokens, 128 o
 with ignore_eos, temperature 0, at concurrency 1, 4 and 16; then a mixed workload whose
 prompt and output lengths come from real conversations (ShareGPT, read at run time: the first
 user turn as prompt, the reply's token count as max_tokens). Servers: llama.cpp (Q4_1,
-`-t 2 -np 16`), our worker fp32 and `--quantization int4` (the GGUF's own Q4_1 blocks).
+`-t 2 -np 16`), our worker fp32 and `--quantization int4` (the GGUF's own Q4_1 blocks), each
+with `--compile` (compiled decode steps) or without.
 Prints tok/s, TTFT p50/p99, ITL p50/p99 per server and level, ratios against llama.cpp, and
 one JSON object as the last line."""
 from __future__ import annotations
@@ -75,7 +76,9 @@ def start(name: str, logs: Path) -> tuple[subprocess.Popen, str]:
             gguf = BUNDLED[MODEL].locate_gguf(Path(scratch))  # the installed file itself, not a copy
         return start_llama_server(gguf, logs / "llama.cpp.log")
     port = free_port()
-    flags = ["--threads", "2", "--kv-cache-gb", "0.5"] + (["--quantization", "int4"] if name == "int4" else [])
+    weights, _, compiled = name.partition("+")  # e.g. "int4+compile"
+    flags = ["--threads", "2", "--kv-cache-gb", "0.5"] + (["--quantization", "int4"] if weights == "int4" else []) \
+        + (["--compile"] if compiled == "compile" else [])
     proc = subprocess.Popen(worker_command(MODEL, port, *flags), stdout=subprocess.DEVNULL,
                             stderr=open(logs / f"{name}.log", "w"))
     url = f"http://127.0.0.1:{port}"
@@ -106,8 +109,10 @@ def measure(name: str, levels: dict[int, int], mixed: list, logs: Path) -> dict:
 def ratios(results: dict) -> dict:
     peer = results["llama.cpp"]
     out = {}
-    for name in ("fp32", "int4"):
-        for level, ours in results.get(name, {}).items():
+    for name, levels in results.items():
+        if name == "llama.cpp":
+            continue
+        for level, ours in levels.items():
             theirs = peer.get(level)
             if theirs and ours["tokens_per_s"] and theirs["tokens_per_s"]:
                 out[f"{name}_{level}"] = {
@@ -121,7 +126,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--levels", default="1:4,4:8,16:32", help="concurrency:requests pairs")
     parser.add_argument("--sharegpt", type=int, default=24, help="mixed-workload requests (0: skip)")
-    parser.add_argument("--servers", default="llama.cpp,fp32,int4")
+    parser.add_argument("--servers", default="llama.cpp,fp32+compile,int4+compile,int4",
+                        help="llama.cpp, fp32 or int4; '+compile' adds the worker's --compile")
     args = parser.parse_args()
     levels = {int(c): int(n) for c, n in (pair.split(":") for pair in args.levels.split(","))}
     llama_server()  # build once before anything is timed

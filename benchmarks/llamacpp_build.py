@@ -12,8 +12,23 @@ from pathlib import Path
 
 from backends.models import cache_root
 
-CMAKE_FLAGS = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
-               "-DGGML_AVX512=ON", "-DGGML_AVX512_VNNI=ON", "-DGGML_AVX512_BF16=ON", "-DCMAKE_BUILD_TYPE=Release"]
+BASE_FLAGS = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+              "-DGGML_F16C=ON", "-DCMAKE_BUILD_TYPE=Release"]
+AVX512_FLAGS = {"avx512f": "-DGGML_AVX512=ON", "avx512_vnni": "-DGGML_AVX512_VNNI=ON",
+                "avx512_bf16": "-DGGML_AVX512_BF16=ON"}  # /proc/cpuinfo flag -> the cmake switch
+
+
+def cmake_flags(cpu_flags: set[str]) -> list[str]:
+    """AVX2 always; each AVX-512 extension only where the CPU has it (machines differ: an
+    AVX2-only EPYC dies with "Illegal instruction" on an AVX-512 build)."""
+    return BASE_FLAGS + [switch for flag, switch in AVX512_FLAGS.items() if flag in cpu_flags]
+
+
+def _cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
 
 
 def _source(root: Path) -> Path:
@@ -33,12 +48,14 @@ def llama_server() -> Path:
     root = cache_root() / "llama.cpp"
     root.mkdir(parents=True, exist_ok=True)
     source = _source(root)
-    binary = source / "build" / "bin" / "llama-server"
+    flags = cmake_flags(_cpu_flags())
+    build = "build-" + ("avx512" if "-DGGML_AVX512=ON" in flags else "avx2")  # one per CPU kind
+    binary = source / build / "bin" / "llama-server"
     if binary.exists():
         return binary
-    print(f"[llama.cpp] building llama-server in {source / 'build'} (one time, ~10 min) ...", flush=True)
-    subprocess.run(["cmake", "-B", "build", *CMAKE_FLAGS], cwd=source, check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", "build", "--target", "llama-server", "llama-bench", "-j2"], cwd=source,
+    print(f"[llama.cpp] building llama-server in {source / build} (one time, ~10 min) ...", flush=True)
+    subprocess.run(["cmake", "-B", build, *flags], cwd=source, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", build, "--target", "llama-server", "llama-bench", "-j2"], cwd=source,
                    check=True)
     return binary
 

@@ -146,7 +146,7 @@ def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, 
     return out[0].view(kv_heads, group, n, head_dim).permute(2, 0, 1, 3).reshape(n, num_heads, head_dim)
 
 
-def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):
+def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):
     """q: [B, Hq, D] one query per sequence; returns [B, Hq, D]."""
     batch, num_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2]
@@ -159,7 +159,9 @@ def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window,
     k = workspace.gather("k", k_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
     v = workspace.gather("v", v_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
     qg = q.reshape(batch, kv_heads, group, head_dim)
-    out = _grouped_sdpa(qg, k, v, _decode_mask(meta, max_len, sliding_window), scale, False, softcap)
+    # one sequence sees all of its keys (no padding) unless a window hides some
+    mask = None if batch == 1 and sliding_window is None else _decode_mask(meta, max_len, sliding_window)
+    out = _grouped_sdpa(qg, k, v, mask, scale, False, softcap)
     return out.reshape(batch, num_heads, head_dim)
 
 
@@ -175,5 +177,29 @@ def paged_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         out[sl] = _prefill(query[sl], key[sl], value[sl], k_cache, v_cache, chunk, meta.workspace,
                            scale, sliding_window, softcap)
     if meta.decode_index.numel():
-        out[meta.decode_index] = _decode(query[meta.decode_index], k_cache, v_cache, meta, scale, sliding_window, softcap)
+        out[meta.decode_index] = decode_attention(query[meta.decode_index], k_cache, v_cache, meta, scale,
+                                                  sliding_window, softcap)
     return out
+
+
+def static_decode_attention(q, k_new, v_new, k_cache, v_cache, slot_mapping, block_tables, context_lens,
+                            scale, sliding_window, softcap):
+    """Decode attention with no data-dependent shape, for compiled steps: every block of the
+    (padded) table is read and keys past each sequence's length are masked. q: [B, Hq, D],
+    k_new/v_new: [B, Hkv, D] written at their slots first; returns [B, Hq, D]."""
+    batch, num_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[2]
+    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, k_new)
+    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, v_new)
+    keys = k_cache[block_tables].view(batch, -1, kv_heads, head_dim)
+    values = v_cache[block_tables].view(batch, -1, kv_heads, head_dim)
+    scores = torch.einsum("bhgd,blhd->bhgl", q.view(batch, kv_heads, -1, head_dim), keys) * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    key_pos = torch.arange(keys.shape[1], device=q.device)[None, :]
+    visible = key_pos < context_lens[:, None]
+    if sliding_window is not None:
+        visible = visible & (key_pos >= context_lens[:, None] - sliding_window)
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+    out = torch.einsum("bhgl,blhd->bhgd", torch.softmax(scores, dim=-1), values)
+    return out.reshape(batch, num_heads, head_dim)

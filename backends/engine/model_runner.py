@@ -19,8 +19,10 @@ import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface
 
-from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
+from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention,
+                                     static_decode_attention)
 
+from .compiled_decode import CompiledDecode
 from .config import EngineConfig
 from .cuda_graphs import DecodeGraphRunner, use_cuda_graphs
 from .device import profiled_kv_bytes
@@ -31,7 +33,6 @@ ATTN_IMPLEMENTATION = "tiergate_paged"
 
 class _StepContext:
     meta: AttentionMetadata | None = None
-    kv_caches: list[tuple[torch.Tensor, torch.Tensor]] = []
     attend = staticmethod(paged_attention)
 
 
@@ -39,11 +40,16 @@ _current = _StepContext()
 
 
 def _attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-               sliding_window=None, softcap=None, **kwargs):
-    """transformers calls this per layer with q [1, Hq, T, D] and k/v [1, Hkv, T, D]."""
-    k_cache, v_cache = _current.kv_caches[module.layer_idx]
-    out = _current.attend(query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1),
-                          k_cache, v_cache, _current.meta, scaling, sliding_window, softcap)
+               sliding_window=None, softcap=None, paged_decode=None, **kwargs):
+    """transformers calls this per layer with q [1, Hq, T, D] and k/v [1, Hkv, T, D].
+    `paged_decode` (slots, block tables, context lengths) marks a compiled decode step."""
+    q, k, v = query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1)
+    if paged_decode is not None:
+        out = static_decode_attention(q, k, v, module.paged_k_cache, module.paged_v_cache, *paged_decode,
+                                      scaling, sliding_window, softcap)
+    else:
+        out = _current.attend(q, k, v, module.paged_k_cache, module.paged_v_cache, _current.meta, scaling,
+                              sliding_window, softcap)
     return out[None], None
 
 
@@ -87,6 +93,16 @@ def move_to_anonymous_memory(model: torch.nn.Module) -> None:
         tensor.data = copies[key]
 
 
+def attention_modules(model: PreTrainedModel, num_layers: int) -> list[torch.nn.Module]:
+    """The module of each layer that calls the attention interface (it has transformers'
+    `layer_idx` and `scaling`), in layer order."""
+    found = {m.layer_idx: m for m in model.modules()
+             if isinstance(getattr(m, "layer_idx", None), int) and hasattr(m, "scaling")}
+    if sorted(found) != list(range(num_layers)):
+        raise ValueError(f"expected attention modules for layers 0..{num_layers - 1}, found {sorted(found)}")
+    return [found[i] for i in range(num_layers)]
+
+
 class ModelRunner:
     def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None):
         """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs)."""
@@ -101,6 +117,7 @@ class ModelRunner:
         self.device = model.device
         self.attend = attention_for(self.device)
         self.workspace = GatherWorkspace()
+        self.attention_modules = attention_modules(model, self.num_layers)
         self.decode_graphs = None  # set below; the profiling forward runs eagerly
         self.num_blocks = config.num_blocks or self._pool_blocks()
         graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)
@@ -108,11 +125,31 @@ class ModelRunner:
         self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
         self.decode_graphs = DecodeGraphRunner(self, config.max_num_seqs, -(-max_model_len // self.block_size),
                                                scratch_block=self.num_blocks) if graphs else None
+        self.compiled = None  # CUDA has its graphs; on CPU, --compile
+        if config.compile_decode and self.device.type == "cpu":
+            self.compiled = CompiledDecode(model, pad_block=0)
+            self.compiled.warm_up(self._dummy_decode)
+
+    def _dummy_decode(self, batch: int, blocks: int) -> None:
+        """A decode step of `batch` one-token sequences with `blocks` blocks each, all block 0
+        (a free block's content is never read before a real token overwrites it)."""
+        seqs = [Sequence([0, 0], SamplingParams()) for _ in range(batch)]
+        for seq in seqs:
+            seq.block_table, seq.num_computed_tokens = [0] * blocks, 1
+        self.forward([(seq, 1) for seq in seqs])
 
     def _allocate_pool(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shape = (num_blocks, self.block_size, self.kv_heads, self.head_dim)
-        return [(torch.zeros(shape, dtype=self.dtype, device=self.device),
+        pool = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
                  torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in range(self.num_layers)]
+        self._bind(pool)
+        return pool
+
+    def _bind(self, pool: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Each attention module holds its layer's pool tensors, so the attention reads them from
+        the module (one compiled graph serves every layer; an index by layer would not)."""
+        for module, (k_cache, v_cache) in zip(self.attention_modules, pool):
+            module.paged_k_cache, module.paged_v_cache = k_cache, v_cache
 
     def _pool_blocks(self) -> int:
         if self.device.type != "cuda" or self.config.gpu_memory_utilization is None:
@@ -192,13 +229,21 @@ class ModelRunner:
         if self.device.type != "cpu":
             input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),
                                                 keep.to(self.device), meta.to(self.device))
+        if self.compiled is not None and not meta.prefills and len(logit_index) == len(scheduled):
+            self._bind_pool()  # a pure decode step: every token is a sequence's next one
+            return self.compiled(input_ids, positions, meta).float(), rows
         # The sampler runs on the host: only the kept rows come back (not yet just the ids).
         return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
+
+    def _bind_pool(self) -> None:
+        if self.attention_modules[0].paged_k_cache is not self.kv_caches[0][0]:
+            self._bind(self.kv_caches)  # another runner of the same model ran last
 
     def run_model(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
                   keep: torch.Tensor | int) -> torch.Tensor:
         """The model on one flat batch already on the device: logits [len(keep) or all, vocab]."""
-        _current.meta, _current.kv_caches, _current.attend = meta, self.kv_caches, self.attend
+        self._bind_pool()
+        _current.meta, _current.attend = meta, self.attend
         try:
             return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
                               logits_to_keep=keep).logits[0]

@@ -183,17 +183,20 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
                         Int4Linear.from_linear(child, group_size, kernel)
                 setattr(parent, name, replacement)
                 counts["quantized"] += 1
-        if lm_head and not gguf_blocks and isinstance(head, nn.Linear):  # not yet quantized
-            counts["lm_head"] = _quantize_head(model, head, kernel)
+        if lm_head and isinstance(head, nn.Linear):  # not yet quantized
+            # from the GGUF, the input embedding keeps the exact Q8_0 values; only the head's matmul
+            # (the largest one of a decode step) reads int8 rows
+            counts["lm_head"] = _quantize_head(model, head, kernel, share_with_embedding=not gguf_blocks)
     return counts
 
 
-def _quantize_head(model: nn.Module, head: nn.Linear, kernel: str) -> bool:
+def _quantize_head(model: nn.Module, head: nn.Linear, kernel: str, share_with_embedding: bool = True) -> bool:
     """int8 per vocab row; when the embedding is a plain nn.Embedding tied to the head it
-    reads the same int8 rows, so the fp32 table is dropped. Otherwise (e.g. Gemma's scaled
-    embedding) quantizing the head would add a copy beside the fp32 table, so skip it."""
+    reads the same int8 rows (if `share_with_embedding`), so the fp32 table is dropped.
+    Otherwise (e.g. Gemma's scaled embedding) quantizing the head would add a copy beside the
+    fp32 table, so skip it."""
     embedding = model.get_input_embeddings()
-    tied = embedding is not None and embedding.weight.data_ptr() == head.weight.data_ptr()
+    tied = share_with_embedding and embedding is not None and embedding.weight.data_ptr() == head.weight.data_ptr()
     if tied and type(embedding) is not nn.Embedding:
         return False
     dtype = head.weight.dtype
