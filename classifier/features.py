@@ -20,30 +20,61 @@ from .textnorm import model_text, normalize_text, split_request
 _SCAN_CHARS = 6000  # cue regexes look at most at this much of the task (latency bound)
 
 
-def _words(*items: str) -> re.Pattern:
-    return re.compile(r"\b(?:" + "|".join(items) + r")\b")
-
-
+# Each cue: (single-word patterns, phrases). Counted as `\b(?:all of them)\b` findall would,
+# but without that regex: Python's re tries every position, ~270 us per 2,000-character
+# request for the seven cues. Words are counted per word run (cached), and a cue's phrase
+# regex runs only when one of its phrases' literal heads is in the text. This equals the
+# regex because no phrase contains, or starts with, a single-word match of its own cue
+# (tests/classifier/test_cues.py checks it against the regex).
 _CUES = {
-    "constraint": _words("must", "should", "exactly", "at least", "at most", "no more than", "without",
-                         "only", "include", "ensure", "avoid", "each", "every", "under", "within",
-                         "format", "json", "table", "headings?", "requirements?"),
-    "code": _words("def", "return", "function", "class", "import", "select", "const", "let", "var",
-                   "public", "fn", "func", "async", "await", "sql", "python", "javascript", "code",
-                   "bug", "api", "docker\\w*", "query", "regex", "compile\\w*"),
-    "math": _words("solve", "equation", "integral", "derivative", "limit", "probability", "matrix",
-                   "prove", "theorem", "factor", "calculate", "compute", "sum", "percent", "x"),
-    "reasoning": _words("why", "explain", "step by step", "compare", "analy[sz]e", "trade-?offs?",
-                        "evaluate", "justify", "reason\\w*", "plan", "diagnose", "weigh", "pros",
-                        "cons", "argue", "critically", "assess"),
-    "expert": _words("prove", "proof", "rigorous\\w*", "theorem", "derive", "formal\\w*", "architect\\w*",
-                     "scalab\\w*", "distributed", "consistency", "replication", "failure modes?",
-                     "lower bound", "literature", "historiograph\\w*", "equilibrium", "threat-model"),
-    "brevity": _words("one word", "one sentence", "briefly", "short", "yes or no", "tl;?dr", "quick",
-                      "concise", "simple terms"),
-    "detail": _words("in detail", "detailed", "comprehensive", "thorough\\w*", "exhaustive",
-                     "full", "complete", "in depth"),
+    "constraint": (["must", "should", "exactly", "without", "only", "include", "ensure", "avoid", "each", "every",
+                    "under", "within", "format", "json", "table", "headings?", "requirements?"],
+                   ["at least", "at most", "no more than"]),
+    "code": (["def", "return", "function", "class", "import", "select", "const", "let", "var", "public", "fn",
+              "func", "async", "await", "sql", "python", "javascript", "code", "bug", "api", "docker\\w*", "query",
+              "regex", "compile\\w*"], []),
+    "math": (["solve", "equation", "integral", "derivative", "limit", "probability", "matrix", "prove", "theorem",
+              "factor", "calculate", "compute", "sum", "percent", "x"], []),
+    "reasoning": (["why", "explain", "compare", "analy[sz]e", "tradeoffs?", "evaluate", "justify", "reason\\w*",
+                   "plan", "diagnose", "weigh", "pros", "cons", "argue", "critically", "assess"],
+                  ["step by step", "trade-offs?"]),
+    "expert": (["prove", "proof", "rigorous\\w*", "theorem", "derive", "formal\\w*", "architect\\w*", "scalab\\w*",
+                "distributed", "consistency", "replication", "literature", "historiograph\\w*", "equilibrium"],
+               ["failure modes?", "lower bound", "threat-model"]),
+    "brevity": (["briefly", "short", "tldr", "quick", "concise"],
+                ["one word", "one sentence", "yes or no", "tl;dr", "simple terms"]),
+    "detail": (["detailed", "comprehensive", "thorough\\w*", "exhaustive", "full", "complete"],
+               ["in detail", "in depth"]),
 }
+_CUE_WORD_RX = [re.compile("|".join(words)) for words, _ in _CUES.values()]
+# (cue index, literal heads, regex) per cue with phrases; a head is the phrase up to an optional s
+_CUE_PHRASES = [(i, [p.split("?")[0][:-1] if "?" in p else p for p in phrases],
+                 re.compile(r"\b(?:" + "|".join(phrases) + r")\b"))
+                for i, (_, phrases) in enumerate(_CUES.values()) if phrases]
+_WORD_RUN = re.compile(r"\w+")
+_NON_WORD = {c: " " for c in range(128) if not _WORD_RUN.fullmatch(chr(c))}  # ASCII -> word runs by split()
+_cue_hits: dict[str, tuple[int, ...]] = {}  # word -> indices of the cues it is a word of
+_CUE_CACHE_LIMIT = 200_000
+
+
+def _cue_counts(scan: str) -> list[int]:
+    words = scan.translate(_NON_WORD).split() if scan.isascii() else _WORD_RUN.findall(scan)
+    counts = [0] * len(_CUES)
+    known = _cue_hits.get
+    for word in words:
+        hits = known(word)
+        if hits is None:
+            if len(_cue_hits) >= _CUE_CACHE_LIMIT:
+                _cue_hits.clear()
+            hits = _cue_hits[word] = tuple(i for i, rx in enumerate(_CUE_WORD_RX) if rx.fullmatch(word))
+        for i in hits:
+            counts[i] += 1
+    for i, heads, rx in _CUE_PHRASES:
+        if any(head in scan for head in heads):
+            counts[i] += len(rx.findall(scan))
+    return counts
+
+
 _REQUESTED = re.compile(r"(\d{1,5})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
 _UNIT_WORDS = {"w": 1, "p": 450, "s": 20, "b": 15, "i": 15, "e": 15}
 _LIST_LINE = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s")
@@ -87,7 +118,7 @@ def extract(messages: list[dict] | None = None, prompt: str | None = None) -> tu
         len(_CODE_CHARS.findall(task[:_SCAN_CHARS])) / min(n_chars, _SCAN_CHARS),
         len(_MATH_CHARS.findall(scan)) / max(len(scan), 1),
         non_ascii / n_chars, len(norm_task) / words, _requested_words(scan),
-    ] + [math.log1p(len(rx.findall(scan))) for rx in _CUES.values()]
+    ] + [math.log1p(n) for n in _cue_counts(scan)]
     numeric = np.concatenate([np.asarray(values, dtype=np.float32), static_vectors.packaged().embed(task)])
     return model_text(task, context), numeric
 
