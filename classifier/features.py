@@ -17,7 +17,7 @@ import numpy as np
 from . import static_vectors
 from .textnorm import model_text, normalize_text, split_request
 
-_SCAN_CHARS = 6000  # cue regexes look at most at this much of the task (latency bound)
+_SCAN_CHARS = 6000  # cue counts and regexes look at most at this much of the task (latency bound)
 
 
 # Each cue: (single-word patterns, phrases). Counted as `\b(?:all of them)\b` findall would,
@@ -25,7 +25,7 @@ _SCAN_CHARS = 6000  # cue regexes look at most at this much of the task (latency
 # request for the seven cues. Words are counted per word run (cached), and a cue's phrase
 # regex runs only when one of its phrases' literal heads is in the text. This equals the
 # regex because no phrase contains, or starts with, a single-word match of its own cue
-# (tests/classifier/test_cues.py checks it against the regex).
+# (tests/classifier/test_feature_rewrites.py checks it against the regexes).
 _CUES = {
     "constraint": (["must", "should", "exactly", "without", "only", "include", "ensure", "avoid", "each", "every",
                     "under", "within", "format", "json", "table", "headings?", "requirements?"],
@@ -84,7 +84,7 @@ def _cue_counts(scan: str) -> list[int]:
     return counts
 
 
-# The patterns below start with one character class (`\d\d{0,4}`, not `\d{1,5}`): then re skips
+# _REQUESTED and _MATH_CHARS start with one character class (`\d\d{0,4}`, not `\d{1,5}`): re skips
 # to candidate characters in C instead of trying a match at every position (2-3x faster).
 _REQUESTED = re.compile(r"(\d\d{0,4})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
 _UNIT_WORDS = {"w": 1, "p": 450, "s": 20, "b": 15, "i": 15, "e": 15}
