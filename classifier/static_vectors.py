@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import re
 from pathlib import Path
 
@@ -76,12 +77,25 @@ class StaticVectors:
 
     def token_ids(self, text: str) -> list[int]:
         """Ids of the known tokens of the text's head and tail."""
-        out: list[int] = []
-        cached = self._word_ids.get  # hot loop: one dict lookup per word, no method call
-        for word in _PIECES.findall(clip(text, HEAD_CHARS, TAIL_CHARS).lower()):
-            ids = cached(word)
-            out += self._new_word(word) if ids is None else ids
-        return out
+        # Pieces never span whitespace, so the cache also keeps whole chunks ("youtube,"): most
+        # requests then need only str.split and one dict lookup per chunk, both in C (the
+        # regex over every character cost ~25 us per 800 characters).
+        chunks = clip(text, HEAD_CHARS, TAIL_CHARS).lower().split()
+        found = list(map(self._word_ids.get, chunks))
+        if None in found:
+            found = [self._new_chunk(c) if ids is None else ids for c, ids in zip(chunks, found)]
+        return list(itertools.chain.from_iterable(found))
+
+    def _new_chunk(self, chunk: str) -> tuple[int, ...]:
+        pieces = _PIECES.findall(chunk)
+        if pieces == [chunk]:
+            return self._new_word(chunk)
+        ids = []
+        for piece in pieces:
+            known = self._word_ids.get(piece)
+            ids += self._new_word(piece) if known is None else known
+        self._word_ids[chunk] = ids = tuple(ids)
+        return ids
 
     def embed(self, text: str) -> np.ndarray:
         """L2-normalised mean of the text's token vectors; zeros when no token is known."""

@@ -80,9 +80,10 @@ def split_request(messages: list[dict] | None = None, prompt: str | None = None)
     return task, context, messages
 
 
-def model_text(task: str, context: str) -> str:
-    """The string fed to the TF-IDF stages: the normalised task, then tagged context."""
-    text = clip(normalize_text(task), MAX_TASK_CHARS, TASK_TAIL_CHARS)
+def model_text(norm_task: str, context: str) -> str:
+    """The string fed to the TF-IDF stages: the task (already through normalize_text: the
+    caller needs it too, and non-ASCII text costs ~40 us per 1,000 characters), then tagged context."""
+    text = clip(norm_task, MAX_TASK_CHARS, TASK_TAIL_CHARS)
     if context:
         text += " zctx " + clip(normalize_text(context), MAX_CONTEXT_CHARS)
     return text
