@@ -22,6 +22,7 @@ per-sequence shapes and run the eager model.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -41,11 +42,22 @@ class CompiledDecode:
         self.pad_block = pad_block
         self.steps = 0  # decode steps run through the compiled graph (logs and tests)
         self.warmed_up = False
-        self._step = torch.compile(self._forward, fullgraph=True, dynamic=False, options={"freezing": True})
+        # Dynamo reads freezing from the global config when it traces (frozen weights need no
+        # guards); this process compiles nothing else, so it is set for the process.
+        torch._inductor.config.freezing = True
+        compile = functools.partial(torch.compile, fullgraph=True, dynamic=False)
+        # two functions, so each keeps one graph: dynamo then checks no guard to pick it
+        self._single, self._batched = compile(self._forward_single), compile(self._forward_batched)
 
     def _forward(self, input_ids, positions, slot_mapping, block_tables, context_lens) -> torch.Tensor:
         return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
                           paged_decode=(slot_mapping, block_tables, context_lens)).logits[0]
+
+    def _forward_single(self, *inputs) -> torch.Tensor:
+        return self._forward(*inputs)
+
+    def _forward_batched(self, *inputs) -> torch.Tensor:
+        return self._forward(*inputs)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """Logits [batch, vocab] of a pure decode step (flat token i is sequence i)."""
@@ -60,7 +72,7 @@ class CompiledDecode:
         # once warm, check only the guards that pick between the graphs (the batch size);
         # a full guard check per call costs more than the fused kernels of a small model
         with torch.compiler.set_stance("default", skip_guard_eval_unsafe=self.warmed_up):
-            return self._step(*inputs)
+            return (self._single if len(tables) == 1 else self._batched)(*inputs)
 
     def warm_up(self, run_decode) -> None:
         """Build both graphs before serving: `run_decode(batch, blocks)` runs one decode step."""
