@@ -48,7 +48,9 @@ async def run_closed_loop(url: str, model: str, jobs: list[tuple[str, int]], con
     queue = list(jobs)
     results: list[dict] = []
     timeout = aiohttp.ClientTimeout(total=3600)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    # a new connection per request: llama-server closes a kept-alive connection after a stream,
+    # and a write on it then fails; every server is measured the same way
+    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(force_close=True)) as session:
         async def lane():
             while queue:
                 prompt, max_tokens = queue.pop(0)

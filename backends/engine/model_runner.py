@@ -224,6 +224,10 @@ class ModelRunner:
         None for a prompt chunk that does not reach the end of the prompt."""
         if self.decode_graphs is not None and self.decode_graphs.accepts(scheduled, drafts):
             return self.decode_graphs.run(scheduled)
+        if self.compiled is not None and not drafts:
+            decodes = [i for i, (seq, n) in enumerate(scheduled) if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens]
+            if decodes and len(decodes) < len(scheduled):
+                return self._split_step(scheduled, decodes)
         input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
         keep = torch.tensor(logit_index, dtype=torch.long)
         if self.device.type != "cpu":
@@ -234,6 +238,19 @@ class ModelRunner:
             return self.compiled(input_ids, positions, meta).float(), rows
         # The sampler runs on the host: only the kept rows come back (not yet just the ids).
         return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
+
+    def _split_step(self, scheduled: list[tuple[Sequence, int]], decodes: list[int]):
+        """A step that mixes prompt chunks with decodes (under steady load, most steps): the
+        decodes run through the compiled graph, the chunks eagerly. Two forwards over
+        different sequences' blocks; logits are concatenated, chunks' rows first."""
+        chosen = set(decodes)
+        chunk_logits, chunk_rows = self.forward([item for i, item in enumerate(scheduled) if i not in chosen])
+        decode_logits, decode_rows = self.forward([scheduled[i] for i in decodes])
+        offset = len(chunk_logits)
+        moved = iter(slice(r.start + offset, r.stop + offset) for r in decode_rows)
+        kept = iter(chunk_rows)
+        rows = [next(moved) if i in chosen else next(kept) for i in range(len(scheduled))]
+        return torch.cat([chunk_logits, decode_logits]), rows
 
     def _bind_pool(self) -> None:
         if self.attention_modules[0].paged_k_cache is not self.kv_caches[0][0]:
