@@ -6,8 +6,8 @@ Workload: streamed `/v1/completions`, synthetic prompts of ~60-700 tokens, 128 o
 with ignore_eos, temperature 0, at concurrency 1, 4 and 16; then a mixed workload whose
 prompt and output lengths come from real conversations (ShareGPT, read at run time: the first
 user turn as prompt, the reply's token count as max_tokens). Servers: llama.cpp (Q4_1,
-`-t 2 -np 16`), our worker fp32 and `--quantization int4` (the GGUF's own Q4_1 blocks), each
-with `--compile` (compiled decode steps) or without.
+`-t 2 -np 16`), our worker fp32 and `--quantization int4` (the GGUF's own Q4_1 blocks), with
+`--compile` (compiled decode steps) or without, and int4 with `--int4-dense-prefill`.
 Prints tok/s, TTFT p50/p99, ITL p50/p99 per server and level, ratios against llama.cpp, and
 one JSON object as the last line."""
 from __future__ import annotations
@@ -32,6 +32,7 @@ from launcher.processes import free_port, wait_healthy  # noqa: E402
 from launcher.workers import worker_command  # noqa: E402
 
 MODEL = "smollm2-135m"
+WORKER_OPTIONS = {"compile": "--compile", "dense": "--int4-dense-prefill"}  # server-name suffix -> worker flag
 
 
 def _complete_records(text: str):
@@ -76,9 +77,9 @@ def start(name: str, logs: Path) -> tuple[subprocess.Popen, str]:
             gguf = BUNDLED[MODEL].locate_gguf(Path(scratch))  # the installed file itself, not a copy
         return start_llama_server(gguf, logs / "llama.cpp.log")
     port = free_port()
-    weights, _, compiled = name.partition("+")  # e.g. "int4+compile"
+    weights, *options = name.split("+")  # e.g. "int4+compile+dense"
     flags = ["--threads", "2", "--kv-cache-gb", "0.5"] + (["--quantization", "int4"] if weights == "int4" else []) \
-        + (["--compile"] if compiled == "compile" else [])
+        + [WORKER_OPTIONS[option] for option in options]
     proc = subprocess.Popen(worker_command(MODEL, port, *flags), stdout=subprocess.DEVNULL,
                             stderr=open(logs / f"{name}.log", "w"))
     url = f"http://127.0.0.1:{port}"
@@ -126,8 +127,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--levels", default="1:4,4:8,16:32", help="concurrency:requests pairs")
     parser.add_argument("--sharegpt", type=int, default=24, help="mixed-workload requests (0: skip)")
-    parser.add_argument("--servers", default="llama.cpp,fp32+compile,int4+compile,int4",
-                        help="llama.cpp, fp32 or int4; '+compile' adds the worker's --compile")
+    parser.add_argument("--servers", default="llama.cpp,int4+compile+dense,int4+compile,fp32+compile,int4",
+                        help="llama.cpp, fp32 or int4; '+compile' adds the worker's --compile, '+dense' its "
+                             "--int4-dense-prefill")
     args = parser.parse_args()
     levels = {int(c): int(n) for c, n in (pair.split(":") for pair in args.levels.split(","))}
     llama_server()  # build once before anything is timed

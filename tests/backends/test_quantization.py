@@ -15,7 +15,8 @@ from torch import nn
 
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
-from backends.engine.quantize import Int4Linear, Int8Embedding, Int8Linear, quantize_linears
+from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Embedding, Int8Linear, attach_dense_prefill,
+                                      quantize_linears)
 from backends.models import model_dir
 from measure.agreement import teacher_forced_agreement
 from backends.gguf_blocks import load_q4_1
@@ -242,3 +243,18 @@ def test_int4_worker_serves_a_request():
         proc.terminate()
         _, stderr = proc.communicate(timeout=20)
     assert "weight-only int4 (group 32): 210 linear layers quantized (210 from the GGUF's Q4_1 blocks)" in stderr.decode()
+
+
+def test_dense_prefill_copy_serves_prompt_chunks_and_int4_serves_decodes():
+    """attach_dense_prefill: from DENSE_MIN_ROWS rows the layer reads its bf16 copy, which holds
+    the int4 weights as the kernel dequantises them; fewer rows still go through the int4 kernel."""
+    torch.manual_seed(0)
+    layer = Int4Linear.from_linear(nn.Linear(64, 32), 32)
+    model = nn.Sequential(layer)
+    assert attach_dense_prefill(model) == 1 and layer.dense.dtype == torch.bfloat16
+    chunk, one = torch.randn(DENSE_MIN_ROWS, 64), torch.randn(1, 64)
+    kernel = lambda x: int4_linear(x, layer.packed, layer.scales_and_zeros, 32, layer.bias)  # noqa: E731
+    assert torch.equal(layer(one), kernel(one))  # a decode row: the int4 kernel, bit for bit
+    dense = layer(chunk)
+    assert not torch.equal(dense, kernel(chunk))  # the bf16 GEMM ran, not the kernel
+    torch.testing.assert_close(dense, kernel(chunk), rtol=2e-2, atol=2e-2)
