@@ -114,8 +114,9 @@ class Int4Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == "triton":
             return _triton().triton_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
-        if self.dense is not None and x.numel() >= DENSE_MIN_ROWS * self.in_features \
-                and not torch.compiler.is_compiling():  # compiled decode steps stay on int4
+        # compiled decode steps stay on int4, and test no row count (that would guard the batch size)
+        if self.dense is not None and not torch.compiler.is_compiling() \
+                and x.numel() >= DENSE_MIN_ROWS * self.in_features:
             out = nn.functional.linear(x.to(self.dense.dtype), self.dense).to(x.dtype)
             return out if self.bias is None else out + self.bias
         return int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)

@@ -14,8 +14,8 @@ from .test_engine_equivalence import random_prompts
 
 
 def engine(model, compile_decode: bool, **overrides) -> LLMEngine:
-    config = EngineConfig(model="test", block_size=4, num_blocks=512, max_num_seqs=8, max_num_batched_tokens=64,
-                          compile_decode=compile_decode, **overrides)
+    config = EngineConfig(**{"model": "test", "block_size": 4, "num_blocks": 512, "max_num_seqs": 8,
+                             "max_num_batched_tokens": 64, "compile_decode": compile_decode, **overrides})
     return LLMEngine(config, model=model)
 
 
@@ -48,3 +48,16 @@ def test_sliding_window_layers_compile_too():
     """Gemma 3 mixes sliding-window and full-attention layers: two variants of one graph."""
     model, prompts, params, expected = case(tiny_gemma3)
     assert engine(model, True).generate(prompts, params) == expected
+
+
+def test_large_decode_batches_reuse_the_warmed_up_graph_with_int4_dense_prefill():
+    """Once warm, a step that would need a new graph raises (skip_guard_eval_unsafe). int4 layers
+    with a bf16 prefill copy pick a path by row count: the compiled graph must not guard on it."""
+    model, _ = tiny_llama()
+    # a budget that prefills all 18 prompts in one step, so the decode steps carry all 18
+    compiled = engine(model, True, quantization="int4", int4_dense_prefill=True, max_num_seqs=20,
+                      max_num_batched_tokens=4096)
+    prompts = random_prompts(18, 512, shared_prefix=0, seed=5)
+    outputs = compiled.generate(prompts, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
+    assert [len(o) for o in outputs] == [6] * 18
+    assert compiled.runner.compiled.steps == 2 + 5  # warm-up, then five decode steps of 18 sequences
