@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
     parser.add_argument("--compile", action="store_true",
-                        help="CPU: torch.compile the decoder layers for decode steps (seconds at start-up, "
-                             "then far less per-step overhead; see engine/compiled_decode.py)")
+                        help="CPU: decode steps run as one compiled graph of the whole model (built before "
+                             "serving, ~1-2 min the first time; see engine/compiled_decode.py)")
     parser.add_argument("--int4-dense-prefill", action="store_true",
                         help="CPU int4: keep a bf16 copy of the weights for prompt chunks (~2.4x faster prefill, "
                              "2 more bytes per weight)")

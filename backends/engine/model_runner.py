@@ -225,17 +225,19 @@ class ModelRunner:
         if self.decode_graphs is not None and self.decode_graphs.accepts(scheduled, drafts):
             return self.decode_graphs.run(scheduled)
         if self.compiled is not None and not drafts:
+            # a decode feeds a sequence's last token: one token, and its logits are needed
             decodes = [i for i, (seq, n) in enumerate(scheduled) if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens]
-            if decodes and len(decodes) < len(scheduled):
+            if len(decodes) == len(scheduled):
+                input_ids, positions, meta, _, rows = self._metadata(scheduled, {})
+                self._bind_pool()
+                return self.compiled(input_ids, positions, meta).float(), rows
+            if decodes:
                 return self._split_step(scheduled, decodes)
         input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
         keep = torch.tensor(logit_index, dtype=torch.long)
         if self.device.type != "cpu":
             input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),
                                                 keep.to(self.device), meta.to(self.device))
-        if self.compiled is not None and not meta.prefills and len(logit_index) == len(scheduled):
-            self._bind_pool()  # a pure decode step: every token is a sequence's next one
-            return self.compiled(input_ids, positions, meta).float(), rows
         # The sampler runs on the host: only the kept rows come back (not yet just the ids).
         return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
 

@@ -55,8 +55,8 @@ from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, Q4_1_GROUP, in
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
-KERNELS = ("aten", "triton")
-DENSE_MIN_ROWS = 16  # int4 layers with a bf16 copy (attach_dense_prefill) use it from this many rows  # CPU aten ops | Triton GEMM (CUDA; CPU only in the interpreter)
+KERNELS = ("aten", "triton")  # CPU aten ops | Triton GEMM (CUDA; CPU only in the interpreter)
+DENSE_MIN_ROWS = 16  # int4 layers with a bf16 copy (attach_dense_prefill) use it from this many rows
 
 
 def _triton():
