@@ -152,6 +152,7 @@ GREEDY = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     (tiny_llama, "int4", {}),
     (tiny_llama, "int4", {"num_blocks": 40, "max_num_batched_tokens": 64}),  # chunked prefill and preemption
     (tiny_gemma3, "int4", {}),  # sliding-window layers; its scaled embedding keeps the head in fp32
+    (tiny_llama, "int4", {"compile_decode": True}),  # compiled steps: q/k/v and gate/up fused
 ])
 def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, overrides):
     model, reference = factory()
@@ -163,6 +164,7 @@ def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, 
                           num_blocks=overrides.pop("num_blocks", 2048), **overrides)
     engine = LLMEngine(config, model=model)
     assert isinstance(model.model.layers[0].self_attn.q_proj, Int8Linear if method == "int8" else Int4Linear)
+    assert (getattr(model.model.layers[0].mlp.up_proj, "fused", None) is not None) == config.compile_decode
     assert engine.generate(prompts, GREEDY) == expected
     if config.num_blocks == 40:
         assert engine.scheduler.num_preemptions > 0
