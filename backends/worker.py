@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CPU: decode steps run as one compiled graph of the whole model (built before "
                              "serving, ~1-2 min the first time; see engine/compiled_decode.py)")
     parser.add_argument("--int4-dense-prefill", action="store_true",
-                        help="CPU int4: keep a bf16 copy of the weights for prompt chunks (~2.4x faster prefill, "
-                             "2 more bytes per weight)")
+                        help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
+                             "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight)")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")

@@ -56,7 +56,7 @@ log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
 KERNELS = ("aten", "triton")  # CPU aten ops | Triton GEMM (CUDA; CPU only in the interpreter)
-DENSE_MIN_ROWS = 16  # int4 layers with a bf16 copy (attach_dense_prefill) use it from this many rows
+DENSE_MIN_ROWS = 16  # int4 layers with a dense copy (attach_dense_prefill) use it from this many rows
 
 
 def _triton():
@@ -95,7 +95,7 @@ class Int4Linear(nn.Module):
         self.register_buffer("packed", pack(codes))
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.register_buffer("bias", bias)
-        self.register_buffer("dense", None, persistent=False)  # bf16 copy for prompt chunks, if attached
+        self.register_buffer("dense", None, persistent=False)  # dense copy for prompt chunks, if attached
         self.fused: tuple[FusedInt4, int, int] | None = None  # (group, first row, end row), if fused with siblings
 
     @classmethod
@@ -264,19 +264,28 @@ def release_freed_memory() -> None:
         pass
 
 
+def dense_prefill_dtype() -> torch.dtype:
+    """bf16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), fp32 elsewhere:
+    measured at 512 rows, 1536x576, on AVX-512 BF16 bf16 2.5 ms against fp32 5.3 ms; on an
+    AVX2-only EPYC bf16 53.2 ms (emulated) against fp32 6.3 ms and the int4 kernel 17.0 ms."""
+    native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    return ACT_DTYPE if native else torch.float32
+
+
 def attach_dense_prefill(model: nn.Module) -> int:
-    """Give each CPU int4 layer a bf16 copy of its weights, for inputs of DENSE_MIN_ROWS rows
-    or more (prompt chunks). Measured at 512 rows, 1536x576: int4 kernel 6.0 ms, fp32 5.3 ms,
-    bf16 2.5 ms (oneDNN's bf16 GEMM on AVX-512 BF16); at 16 rows bf16 still wins (0.14 against
-    0.20 ms), at one row int4 does (a quarter of the bytes). The copy is the kernel's own
-    dequantisation: the identity through the int4 kernel, so its values are the int4 weights
-    rounded to bf16. It costs 2 bytes per weight beside the 0.5 of int4."""
+    """Give each CPU int4 layer a dense copy of its weights (dense_prefill_dtype) for inputs of
+    DENSE_MIN_ROWS rows or more (prompt chunks): there a dense GEMM beats the int4 kernel (at
+    16 rows 0.14 against 0.20 ms in bf16, 0.37 against 0.64 ms in fp32 on AVX2); at one row
+    int4 wins (a quarter of the bytes). The copy is the kernel's own dequantisation: the
+    identity through the int4 kernel, so its values are the int4 weights rounded to bf16. It
+    costs 2 (bf16) or 4 (fp32) bytes per weight beside the 0.5 of int4."""
     layers = [m for m in model.modules() if isinstance(m, Int4Linear) and m.kernel == "aten"]
+    dtype = dense_prefill_dtype()
     with torch.no_grad():
         for layer in layers:
             eye = torch.eye(layer.in_features, dtype=ACT_DTYPE)
             layer.dense = torch.ops.aten._weight_int4pack_mm_for_cpu(eye, layer.packed, layer.group_size,
-                                                                     layer.scales_and_zeros).t().contiguous()
+                                                                     layer.scales_and_zeros).t().to(dtype).contiguous()
     return len(layers)
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Embedding, Int8Linear, attach_dense_prefill,
-                                      quantize_linears)
+                                      dense_prefill_dtype, quantize_linears)
 from backends.models import model_dir
 from measure.agreement import teacher_forced_agreement
 from backends.gguf_blocks import load_q4_1
@@ -248,15 +248,15 @@ def test_int4_worker_serves_a_request():
 
 
 def test_dense_prefill_copy_serves_prompt_chunks_and_int4_serves_decodes():
-    """attach_dense_prefill: from DENSE_MIN_ROWS rows the layer reads its bf16 copy, which holds
+    """attach_dense_prefill: from DENSE_MIN_ROWS rows the layer reads its dense copy, which holds
     the int4 weights as the kernel dequantises them; fewer rows still go through the int4 kernel."""
     torch.manual_seed(0)
     layer = Int4Linear.from_linear(nn.Linear(64, 32), 32)
     model = nn.Sequential(layer)
-    assert attach_dense_prefill(model) == 1 and layer.dense.dtype == torch.bfloat16
+    assert attach_dense_prefill(model) == 1 and layer.dense.dtype == dense_prefill_dtype()
     chunk, one = torch.randn(DENSE_MIN_ROWS, 64), torch.randn(1, 64)
     kernel = lambda x: int4_linear(x, layer.packed, layer.scales_and_zeros, 32, layer.bias)  # noqa: E731
     assert torch.equal(layer(one), kernel(one))  # a decode row: the int4 kernel, bit for bit
     dense = layer(chunk)
-    assert not torch.equal(dense, kernel(chunk))  # the bf16 GEMM ran, not the kernel
+    assert not torch.equal(dense, kernel(chunk))  # the dense GEMM ran, not the kernel
     torch.testing.assert_close(dense, kernel(chunk), rtol=2e-2, atol=2e-2)
