@@ -38,8 +38,9 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="compiled decode steps (the worker's --compile)")
     parser.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     args = parser.parse_args()
-    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=64 << 20, quantization=args.quantization,
-                                    compile_decode=args.compile))
+    # 64 MB of KV pool per sequence (~460 tokens of SmolLM2), so every sequence decodes in the batch
+    engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=(64 << 20) * args.batch,
+                                    quantization=args.quantization, compile_decode=args.compile))
     prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(args.batch, 300, 300, seed=0)]
     for prompt in prompts:
         engine.add_request(prompt, SamplingParams(max_tokens=3 * args.steps + 8, temperature=0.0, ignore_eos=True))
