@@ -83,7 +83,8 @@ def start(name: str, logs: Path) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(worker_command(MODEL, port, *flags), stdout=subprocess.DEVNULL,
                             stderr=open(logs / f"{name}.log", "w"))
     url = f"http://127.0.0.1:{port}"
-    if not wait_healthy(url, proc, timeout_s=180):
+    # a --compile worker builds its graphs before it answers: over 3 minutes on a 2-core AVX2 machine
+    if not wait_healthy(url, proc, timeout_s=900):
         proc.kill()
         raise RuntimeError(f"{name} did not become healthy; see {logs / f'{name}.log'}")
     return proc, url
