@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -37,6 +38,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--compile", action="store_true", help="compiled decode steps (the worker's --compile)")
     parser.add_argument("--batch", type=int, default=1, help="sequences decoding together")
+    parser.add_argument("--engine-thread", action="store_true",
+                        help="time the steps on a second thread, as the worker's engine loop runs them "
+                             "(run with and without OMP_WAIT_POLICY=ACTIVE to see libgomp's throttled spin)")
     args = parser.parse_args()
     # 64 MB of KV pool per sequence (~460 tokens of SmolLM2), so every sequence decodes in the batch
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=(64 << 20) * args.batch,
@@ -48,10 +52,17 @@ def main() -> None:
         engine.step()  # prefill
     for _ in range(4):  # warm-up
         engine.step()
-    began = time.perf_counter()
-    for _ in range(args.steps):
-        engine.step()
-    step_ms = (time.perf_counter() - began) / args.steps * 1e3
+    def time_steps() -> float:
+        began = time.perf_counter()
+        for _ in range(args.steps):
+            engine.step()
+        return (time.perf_counter() - began) / args.steps * 1e3
+
+    if args.engine_thread:
+        with ThreadPoolExecutor(1) as pool:
+            step_ms = pool.submit(time_steps).result()
+    else:
+        step_ms = time_steps()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         began = time.perf_counter()
         for _ in range(args.steps):
@@ -64,6 +75,7 @@ def main() -> None:
         shares[family(event.key)] = shares.get(family(event.key), 0.0) + event.self_cpu_time_total / 1e3 / args.steps
     in_ops = sum(shares.values())
     result = {"quantization": args.quantization or "fp32", "compiled": args.compile, "batch": args.batch,
+              "engine_thread": args.engine_thread, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
               "prompt_tokens": len(prompts[0]), "ms_per_step": round(step_ms, 2),
               "profiled_ms_per_step": round(profiled_ms, 2),
               "ms_per_step_in_ops": {k: round(v, 2) for k, v in sorted(shares.items())},
