@@ -140,6 +140,10 @@ class FusedInt4:
 
 # projections that transformers' decoders apply to one and the same input
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
+# aten packs CPU int4 codes in blocks of 64 output rows on AVX-512 (32 on AVX2) and packs a
+# partial block differently, so stacked packed layers read as the packed stack only when
+# every layer fills whole blocks
+FUSE_ROW_MULTIPLE = 64
 
 
 def fuse_sibling_projections(model: nn.Module) -> int:
@@ -152,7 +156,8 @@ def fuse_sibling_projections(model: nn.Module) -> int:
         for names in SIBLINGS:
             layers = [getattr(parent, name, None) for name in names]
             if not all(isinstance(layer, Int4Linear) and layer.kernel == "aten" for layer in layers) or \
-                    len({(layer.in_features, layer.group_size) for layer in layers}) > 1:
+                    len({(layer.in_features, layer.group_size) for layer in layers}) > 1 or \
+                    any(layer.out_features % FUSE_ROW_MULTIPLE for layer in layers):
                 continue
             group, start = FusedInt4(layers), 0
             for layer in layers:
