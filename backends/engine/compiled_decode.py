@@ -10,6 +10,7 @@ kernels around the matmul calls, with the attention traced too
 - One graph for the whole model, not one per layer: a graph call pays dynamo's guard check and
   its Python wrapper once per step instead of once per layer.
 - Freezing: the weights become constants of the graph, so nothing checks them per call.
+- A C++ wrapper calls the kernels, so a step runs no Python between them.
 - Shapes: the batch and the block-table width are dynamic, so a graph serves every decode
   step; batch 1 gets its own specialised graph (torch specialises size-1 dimensions), and
   the table is padded to at least 2 blocks so width 1 needs none. Both graphs are built by
@@ -45,7 +46,9 @@ class CompiledDecode:
         # Dynamo reads freezing from the global config when it traces (frozen weights need no
         # guards); this process compiles nothing else, so it is set for the process.
         torch._inductor.config.freezing = True
-        compile = functools.partial(torch.compile, fullgraph=True, dynamic=False)
+        # cpp_wrapper: the graph calls its ~300 kernels from generated C++, not a Python
+        # wrapper (1.4 ms of Python per SmolLM2 step: a batch-1 int4 step 10.1 -> 8.5 ms)
+        compile = functools.partial(torch.compile, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
         # two functions, so each keeps one graph: dynamo then checks no guard to pick it
         self._single, self._batched = compile(self._forward_single), compile(self._forward_batched)
 
