@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "serving, ~1-2 min the first time; see engine/compiled_decode.py)")
     parser.add_argument("--int4-dense-prefill", action="store_true",
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
-                             "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight)")
+                             "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
+                             "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")

@@ -52,15 +52,21 @@ class CompiledDecode:
         # two functions, so each keeps one graph: dynamo then checks no guard to pick it
         self._single, self._batched = compile(self._forward_single), compile(self._forward_batched)
 
-    def _forward(self, input_ids, positions, slot_mapping, block_tables, context_lens) -> torch.Tensor:
-        return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
-                          paged_decode=(slot_mapping, block_tables, context_lens)).logits[0]
+    def _forward(self, batched: bool, input_ids, positions, slot_mapping, block_tables, context_lens) -> torch.Tensor:
+        inputs = dict(input_ids=input_ids, position_ids=positions, use_cache=False,
+                      paged_decode=(slot_mapping, block_tables, context_lens))
+        head = self.model.get_output_embeddings()
+        if not (batched and getattr(head, "dense_codes", None) is not None):
+            return self.model(**inputs).logits[0]
+        # batched steps take the int8 head's dense copy, so the head is applied here: the causal
+        # LMs that attach_dense_head admits do nothing else to their hidden states
+        return head.dense_forward(self.model.model(**inputs).last_hidden_state[0])
 
     def _forward_single(self, *inputs) -> torch.Tensor:
-        return self._forward(*inputs)
+        return self._forward(False, *inputs)
 
     def _forward_batched(self, *inputs) -> torch.Tensor:
-        return self._forward(*inputs)
+        return self._forward(True, *inputs)
 
     def __call__(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """Logits [batch, vocab] of a pure decode step (flat token i is sequence i)."""

@@ -22,7 +22,7 @@ class EngineConfig:
     compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/compiled_decode.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
     quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py
-    int4_dense_prefill: bool = False  # CPU int4: a dense copy of the weights serves prompt chunks (engine/quantize.py)
+    int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quantize.py)
     quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2
     speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
     num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step

@@ -4,9 +4,13 @@ Face `generate`, through batches that shrink from 7 to 1, chunked prefill and sp
 verification (which run eagerly beside the compiled decode steps)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
+import torch
 
 from backends.engine import EngineConfig, SamplingParams
+from backends.engine import quantize
 from backends.engine.llm_engine import LLMEngine
 
 from .models import hf_greedy, tiny_gemma3, tiny_llama
@@ -61,3 +65,19 @@ def test_large_decode_batches_reuse_the_warmed_up_graph_with_int4_dense_prefill(
     outputs = compiled.generate(prompts, SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
     assert [len(o) for o in outputs] == [6] * 18
     assert compiled.runner.compiled.steps == 2 + 5  # warm-up, then five decode steps of 18 sequences
+
+
+def test_batched_steps_on_the_dense_int8_head_give_the_int8_kernels_tokens(monkeypatch):
+    """With --int4-dense-prefill the int8 LM head also keeps its codes in bf16, and compiled
+    steps of 2+ rows multiply by them, applying the head themselves: the same greedy tokens
+    as eager steps through the int8 kernel."""
+    # the copy is made only where bf16 is native; forced here so every CPU runs the path
+    monkeypatch.setattr(quantize, "dense_prefill_dtype", lambda: torch.bfloat16)
+    model, _ = tiny_llama()
+    prompts = random_prompts(6, 512, shared_prefix=0, seed=7)
+    params = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
+    options = {"quantization": "int4", "int4_dense_prefill": True}
+    expected = engine(copy.deepcopy(model), False, **options).generate(prompts, params)
+    compiled = engine(model, True, **options)
+    assert compiled.runner.model.get_output_embeddings().dense_codes is not None
+    assert compiled.generate(prompts, params) == expected
