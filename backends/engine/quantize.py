@@ -138,8 +138,9 @@ class Int4Linear(nn.Module):
 
 
 class FusedInt4:
-    """The packed codes and scales of sibling int4 layers stacked along out_features (aten's
-    packed rows are per output row, so stacking packed layers is packing the stacked codes)."""
+    """The packed codes and scales of sibling int4 layers stacked along out_features. aten
+    packs whole blocks of rows alike, so stacking packed layers is packing the stacked codes
+    when each layer fills whole blocks (FUSE_ROW_MULTIPLE; fuse_sibling_projections checks)."""
 
     def __init__(self, layers: list[Int4Linear]):
         self.packed = torch.cat([layer.packed for layer in layers])
