@@ -1,4 +1,4 @@
-"""Paged attention in pure torch.
+"""Paged attention in torch (decode steps on the CPU call the C++ kernel of cpu_paged_decode.py).
 
 K/V of every layer live in a fixed pool of blocks, `[num_blocks, block_size, kv_heads,
 head_dim]`. One model forward carries a flat batch of tokens from many sequences; each
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from . import cpu_paged_decode
 
 
 @dataclass
@@ -148,6 +150,9 @@ def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, 
 
 def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):
     """q: [B, Hq, D] one query per sequence; returns [B, Hq, D]."""
+    if q.device.type == "cpu" and cpu_paged_decode.available():  # reads K/V in place, no copy
+        return cpu_paged_decode.paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens,
+                                             scale, sliding_window, softcap)
     batch, num_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2]
     group = num_heads // kv_heads
@@ -184,13 +189,22 @@ def paged_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 def static_decode_attention(q, k_new, v_new, k_cache, v_cache, slot_mapping, block_tables, context_lens,
                             scale, sliding_window, softcap):
-    """Decode attention with no data-dependent shape, for compiled steps: every block of the
-    (padded) table is read and keys past each sequence's length are masked. q: [B, Hq, D],
+    """Decode attention with no data-dependent shape, for compiled steps. q: [B, Hq, D],
     k_new/v_new: [B, Hkv, D] written at their slots first; returns [B, Hq, D]."""
-    batch, num_heads, head_dim = q.shape
-    kv_heads = k_cache.shape[2]
+    kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
     k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, k_new)
     v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, v_new)
+    if q.device.type == "cpu" and cpu_paged_decode.available():
+        return cpu_paged_decode.paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window,
+                                             softcap)
+    return gathered_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap)
+
+
+def gathered_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap):
+    """The torch reference: every block of the (padded) table is copied out and keys past each
+    sequence's length are masked."""
+    batch, num_heads, head_dim = q.shape
+    kv_heads = k_cache.shape[2]
     keys = k_cache[block_tables].view(batch, -1, kv_heads, head_dim)
     values = v_cache[block_tables].view(batch, -1, kv_heads, head_dim)
     scores = torch.einsum("bhgd,blhd->bhgl", q.view(batch, kv_heads, -1, head_dim), keys) * scale

@@ -1,0 +1,70 @@
+"""The C++ paged decode attention (csrc/paged_decode_cpu.cpp) as `torch.ops.tiergate.paged_decode`.
+
+It is built on first use with torch's extension builder, once per machine and source version
+(the build is cached under ~/.cache/torch_extensions; about half a minute on 2 cores). The
+flags name the vector unit that torch itself found, never -march=native: some machines here
+advertise AMX that cannot be used. Where no compiler is at hand, `available()` is False and
+the attention falls back to the torch version, which copies the context out of the pool.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+log = logging.getLogger("tiergate.engine")
+SOURCE = Path(__file__).parent / "csrc" / "paged_decode_cpu.cpp"
+VECTOR_FLAGS = {
+    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c"],
+    "AVX2": ["-mavx2", "-mfma", "-mf16c"],
+}
+
+
+_loaded: bool | None = None  # a plain global, so compiled graphs read it as a constant
+
+
+def available() -> bool:
+    """Builds and loads the op once per process; False (with the reason logged) if it cannot."""
+    global _loaded
+    if _loaded is None:
+        _loaded = _load()
+    return _loaded
+
+
+def _load() -> bool:
+    from torch.utils import cpp_extension
+
+    if shutil.which("ninja") is None:  # the builder looks on PATH; pip put ninja beside this Python
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    began = time.perf_counter()
+    log.info("loading the C++ paged decode attention for %s (the first build takes a while) ...", capability)
+    try:
+        cpp_extension.load(name=f"tiergate_paged_decode_{capability.lower()}", sources=[str(SOURCE)],
+                           extra_cflags=["-O3", "-fopenmp", *VECTOR_FLAGS.get(capability, [])],
+                           extra_ldflags=["-fopenmp"], is_python_module=False)
+    except (OSError, RuntimeError, ImportError) as error:  # no compiler or ninja: the torch path serves
+        log.warning("C++ paged decode attention unavailable, using the torch version: %s", error)
+        return False
+    # torch.compile traces the op through its output shape, never running it
+    torch.library.register_fake("tiergate::paged_decode")(_like_query)
+    log.info("C++ paged decode attention ready in %.1f s", time.perf_counter() - began)
+    return True
+
+
+def _like_query(query, *args):
+    return query.new_empty(query.shape)
+
+
+def paged_decode(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                 context_lens: torch.Tensor, scale: float, sliding_window: int | None, softcap: float | None):
+    """query [B, Hq, D], one token per sequence, attends over the first context_lens[b] tokens
+    of its blocks (the last `sliding_window` of them, if set); returns [B, Hq, D]."""
+    return torch.ops.tiergate.paged_decode(query, k_cache, v_cache, block_tables, context_lens, float(scale),
+                                           sliding_window or 0, softcap or 0.0)

@@ -1,0 +1,181 @@
+// Paged decode attention on the CPU: one query token per sequence attends over its keys and
+// values where they lie in the block pool, with no gathered copy of the context.
+//
+// The torch version (kernels/paged_attention.py) copies every sequence's blocks out of the pool
+// (padded to the widest table), then runs softmax and two matmuls over the copy: at batch 16 on
+// SmolLM2 that was about half of a decode step. Here each (sequence, KV head) reads its own K and
+// V once, for the query heads that share the KV head (grouped-query attention), and only up to
+// its own length. Long contexts are split into pieces so that both cores have work even at batch
+// 1; each piece keeps a running max and sum (as flash-decoding does), merged at the end.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kMinPiece = 64;  // positions per piece at least: a piece's fixed cost stays small
+
+struct Piece {
+  int64_t seq, head, begin, end;  // positions [begin, end) of one sequence's KV head
+};
+
+struct Shape {
+  int64_t block_size, kv_heads, head_dim, group, table_width;
+};
+
+// One piece: scores of the group's queries against its keys, then the softmax-weighted sum of
+// its values, unnormalised. `partial` gets, per query head, [max, sum, acc[head_dim]].
+template <typename T>
+void attend_piece(const Piece& p, const float* q, const T* k_cache, const T* v_cache, const int64_t* table,
+                  const Shape& s, float scale, float softcap, std::vector<float>& scores, float* partial) {
+  const int64_t n = p.end - p.begin, D = s.head_dim, g = s.group;
+  scores.resize(g * n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = p.begin + i;
+    const int64_t slot = table[pos / s.block_size] * s.block_size + pos % s.block_size;
+    const T* key = k_cache + (slot * s.kv_heads + p.head) * D;
+    for (int64_t j = 0; j < g; ++j) {
+      const float* qj = q + j * D;
+      float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t d = 0; d < D; ++d) dot += qj[d] * static_cast<float>(key[d]);
+      dot *= scale;
+      if (softcap > 0.f) dot = std::tanh(dot / softcap) * softcap;
+      scores[j * n + i] = dot;
+    }
+  }
+  const int64_t stride = D + 2;
+  for (int64_t j = 0; j < g; ++j) {
+    float* row = scores.data() + j * n;
+    const float top = *std::max_element(row, row + n);
+    float sum = 0.f;
+    for (int64_t i = 0; i < n; ++i) sum += (row[i] = std::exp(row[i] - top));
+    partial[j * stride] = top;
+    partial[j * stride + 1] = sum;
+    std::fill(partial + j * stride + 2, partial + (j + 1) * stride, 0.f);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = p.begin + i;
+    const int64_t slot = table[pos / s.block_size] * s.block_size + pos % s.block_size;
+    const T* value = v_cache + (slot * s.kv_heads + p.head) * D;
+    for (int64_t j = 0; j < g; ++j) {
+      float* acc = partial + j * stride + 2;
+      const float w = scores[j * n + i];
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) acc[d] += w * static_cast<float>(value[d]);
+    }
+  }
+}
+
+// The pieces of one step: each (sequence, KV head) over its visible positions, cut so that there
+// are a few pieces per thread. Returns, per (sequence, KV head), the index of its first piece.
+// Every block a piece reads is checked once here, so the kernel itself never reads out of bounds.
+std::vector<int64_t> plan(const int64_t* lens, const int64_t* tables, int64_t batch, int64_t window,
+                          const Shape& s, int64_t num_blocks, std::vector<Piece>& pieces) {
+  const int64_t kv_heads = s.kv_heads;
+  int64_t total = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lens[b] >= 0 && lens[b] <= s.table_width * s.block_size, "context length ", lens[b],
+                " does not fit a block table of width ", s.table_width);
+    for (int64_t i = 0; i < (lens[b] + s.block_size - 1) / s.block_size; ++i) {
+      const int64_t block = tables[b * s.table_width + i];
+      TORCH_CHECK(block >= 0 && block < num_blocks, "block ", block, " is outside the pool of ", num_blocks);
+    }
+    total += std::min(lens[b], window > 0 ? window : lens[b]) * kv_heads;
+  }
+  const int64_t wanted = 4 * at::get_num_threads();
+  const int64_t size = std::max(kMinPiece, (total + wanted - 1) / wanted);
+  std::vector<int64_t> first(batch * kv_heads + 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t end = lens[b], begin = window > 0 ? std::max<int64_t>(0, end - window) : 0;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      first[b * kv_heads + h] = static_cast<int64_t>(pieces.size());
+      for (int64_t at = begin; at < end; at += size) pieces.push_back({b, h, at, std::min(end, at + size)});
+    }
+  }
+  first[batch * kv_heads] = static_cast<int64_t>(pieces.size());
+  return first;
+}
+
+template <typename T>
+void run(const at::Tensor& query, const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& tables,
+         const at::Tensor& lens, double scale, int64_t window, double softcap, at::Tensor& out) {
+  const int64_t batch = query.size(0), num_heads = query.size(1);
+  const Shape s{k_cache.size(1), k_cache.size(2), k_cache.size(3), num_heads / k_cache.size(2), tables.size(1)};
+  const int64_t* table = tables.data_ptr<int64_t>();
+  std::vector<Piece> pieces;
+  const std::vector<int64_t> first = plan(lens.data_ptr<int64_t>(), table, batch, window, s, k_cache.size(0), pieces);
+  const int64_t stride = s.head_dim + 2;
+  std::vector<float> partials(pieces.size() * s.group * stride);
+  const at::Tensor q = query.to(at::kFloat).contiguous();
+  const float* qf = q.data_ptr<float>();
+  const T* kc = k_cache.data_ptr<T>();
+  const T* vc = v_cache.data_ptr<T>();
+  at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scores;
+    for (int64_t i = lo; i < hi; ++i) {
+      const Piece& p = pieces[i];
+      const float* qp = qf + (p.seq * num_heads + p.head * s.group) * s.head_dim;
+      attend_piece<T>(p, qp, kc, vc, table + p.seq * s.table_width, s, static_cast<float>(scale),
+                      static_cast<float>(softcap), scores, partials.data() + i * s.group * stride);
+    }
+  });
+  // merge the pieces of each (sequence, KV head): rescale each to the common max, then normalise
+  T* o = out.data_ptr<T>();
+  at::parallel_for(0, batch * s.kv_heads, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> acc(s.head_dim);
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t b = t / s.kv_heads, h = t % s.kv_heads;
+      for (int64_t j = 0; j < s.group; ++j) {
+        T* dst = o + (b * num_heads + h * s.group + j) * s.head_dim;
+        float top = -std::numeric_limits<float>::infinity(), sum = 0.f;
+        for (int64_t i = first[t]; i < first[t + 1]; ++i) top = std::max(top, partials[(i * s.group + j) * stride]);
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t i = first[t]; i < first[t + 1]; ++i) {
+          const float* part = partials.data() + (i * s.group + j) * stride;
+          const float w = std::exp(part[0] - top);
+          sum += w * part[1];
+          for (int64_t d = 0; d < s.head_dim; ++d) acc[d] += w * part[2 + d];
+        }
+        // a sequence with no visible key (length 0, a padded row) gets zeros, not NaN
+        const float norm = sum > 0.f ? 1.f / sum : 0.f;
+        for (int64_t d = 0; d < s.head_dim; ++d) dst[d] = static_cast<T>(acc[d] * norm);
+      }
+    }
+  });
+}
+
+at::Tensor paged_decode(const at::Tensor& query, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                        const at::Tensor& block_tables, const at::Tensor& context_lens, double scale,
+                        int64_t sliding_window, double softcap) {
+  TORCH_CHECK(query.dim() == 3 && k_cache.dim() == 4, "query [B, Hq, D] and cache [blocks, block_size, Hkv, D]");
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "the block pool must be contiguous");
+  TORCH_CHECK(k_cache.sizes() == v_cache.sizes() && k_cache.scalar_type() == v_cache.scalar_type(), "K and V pools differ");
+  TORCH_CHECK(query.size(2) == k_cache.size(3) && query.size(1) % k_cache.size(2) == 0, "query heads do not fit the pool");
+  TORCH_CHECK(block_tables.scalar_type() == at::kLong && context_lens.scalar_type() == at::kLong, "tables and lengths are int64");
+  TORCH_CHECK(block_tables.size(0) == query.size(0) && context_lens.size(0) == query.size(0), "one table and length per query");
+  const at::Tensor tables = block_tables.contiguous(), lens = context_lens.contiguous();
+  at::Tensor out = at::empty(query.sizes(), query.options().dtype(k_cache.scalar_type()));
+  if (k_cache.scalar_type() == at::kFloat) {
+    run<float>(query, k_cache, v_cache, tables, lens, scale, sliding_window, softcap, out);
+  } else if (k_cache.scalar_type() == at::kBFloat16) {
+    run<at::BFloat16>(query, k_cache, v_cache, tables, lens, scale, sliding_window, softcap, out);
+  } else {
+    TORCH_CHECK(false, "paged_decode supports float32 and bfloat16 pools, not ", k_cache.scalar_type());
+  }
+  return out.to(query.scalar_type());
+}
+
+}  // namespace
+
+TORCH_LIBRARY(tiergate, m) {
+  m.def("paged_decode(Tensor query, Tensor k_cache, Tensor v_cache, Tensor block_tables, Tensor context_lens, "
+        "float scale, int sliding_window, float softcap) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(tiergate, CPU, m) { m.impl("paged_decode", &paged_decode); }
