@@ -19,9 +19,11 @@ import torch
 
 log = logging.getLogger("tiergate.engine")
 SOURCE = Path(__file__).parent / "csrc" / "paged_decode_cpu.cpp"
+# ATen's Vectorized<float> picks its registers from CPU_CAPABILITY_*, as in torch's own kernels
 VECTOR_FLAGS = {
-    "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c"],
-    "AVX2": ["-mavx2", "-mfma", "-mf16c"],
+    "AVX512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
+               "-mavx512dq", "-mavx2", "-mfma", "-mf16c"],
+    "AVX2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
 }
 
 

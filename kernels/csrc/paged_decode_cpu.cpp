@@ -9,15 +9,19 @@
 // 1; each piece keeps a running max and sum (as flash-decoding does), merged at the end.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
+using Vec = at::vec::Vectorized<float>;
 constexpr int64_t kMinPiece = 64;  // positions per piece at least: a piece's fixed cost stays small
 
 struct Piece {
@@ -28,47 +32,62 @@ struct Shape {
   int64_t block_size, kv_heads, head_dim, group, table_width;
 };
 
+template <typename T>
+inline Vec load_floats(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Vec::loadu(p);
+  } else {
+    Vec out;
+    at::vec::load_fp32_from_bf16(p, out);
+    return out;
+  }
+}
+
+template <typename T>
+inline float dot(const float* q, const T* k, int64_t n) {
+  Vec acc(0.f);
+  int64_t d = 0;
+  for (; d + Vec::size() <= n; d += Vec::size()) acc = at::vec::fmadd(Vec::loadu(q + d), load_floats(k + d), acc);
+  float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
+  for (; d < n; ++d) sum += q[d] * static_cast<float>(k[d]);
+  return sum;
+}
+
+template <typename T>
+inline void add_scaled(float w, const T* v, float* acc, int64_t n) {
+  const Vec wv(w);
+  int64_t d = 0;
+  for (; d + Vec::size() <= n; d += Vec::size()) at::vec::fmadd(wv, load_floats(v + d), Vec::loadu(acc + d)).store(acc + d);
+  for (; d < n; ++d) acc[d] += w * static_cast<float>(v[d]);
+}
+
 // One piece: scores of the group's queries against its keys, then the softmax-weighted sum of
 // its values, unnormalised. `partial` gets, per query head, [max, sum, acc[head_dim]].
 template <typename T>
 void attend_piece(const Piece& p, const float* q, const T* k_cache, const T* v_cache, const int64_t* table,
                   const Shape& s, float scale, float softcap, std::vector<float>& scores, float* partial) {
-  const int64_t n = p.end - p.begin, D = s.head_dim, g = s.group;
+  const int64_t n = p.end - p.begin, D = s.head_dim, g = s.group, stride = D + 2;
   scores.resize(g * n);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = p.begin + i;
-    const int64_t slot = table[pos / s.block_size] * s.block_size + pos % s.block_size;
-    const T* key = k_cache + (slot * s.kv_heads + p.head) * D;
+    const T* key = k_cache + ((table[pos / s.block_size] * s.block_size + pos % s.block_size) * s.kv_heads + p.head) * D;
     for (int64_t j = 0; j < g; ++j) {
-      const float* qj = q + j * D;
-      float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t d = 0; d < D; ++d) dot += qj[d] * static_cast<float>(key[d]);
-      dot *= scale;
-      if (softcap > 0.f) dot = std::tanh(dot / softcap) * softcap;
-      scores[j * n + i] = dot;
+      float score = dot(q + j * D, key, D) * scale;
+      scores[j * n + i] = softcap > 0.f ? std::tanh(score / softcap) * softcap : score;
     }
   }
-  const int64_t stride = D + 2;
   for (int64_t j = 0; j < g; ++j) {
     float* row = scores.data() + j * n;
-    const float top = *std::max_element(row, row + n);
-    float sum = 0.f;
-    for (int64_t i = 0; i < n; ++i) sum += (row[i] = std::exp(row[i] - top));
+    const float top = at::vec::reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, row, n);
+    at::vec::map([top](Vec x) { return (x - Vec(top)).exp(); }, row, row, n);
     partial[j * stride] = top;
-    partial[j * stride + 1] = sum;
+    partial[j * stride + 1] = at::vec::reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, row, n);
     std::fill(partial + j * stride + 2, partial + (j + 1) * stride, 0.f);
   }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = p.begin + i;
-    const int64_t slot = table[pos / s.block_size] * s.block_size + pos % s.block_size;
-    const T* value = v_cache + (slot * s.kv_heads + p.head) * D;
-    for (int64_t j = 0; j < g; ++j) {
-      float* acc = partial + j * stride + 2;
-      const float w = scores[j * n + i];
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) acc[d] += w * static_cast<float>(value[d]);
-    }
+    const T* value = v_cache + ((table[pos / s.block_size] * s.block_size + pos % s.block_size) * s.kv_heads + p.head) * D;
+    for (int64_t j = 0; j < g; ++j) add_scaled(scores[j * n + i], value, partial + j * stride + 2, D);
   }
 }
 
