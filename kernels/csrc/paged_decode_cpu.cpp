@@ -28,6 +28,11 @@ struct Piece {
   int64_t seq, head, begin, end;  // positions [begin, end) of one sequence's KV head
 };
 
+struct Scratch {  // per thread, reused by its pieces
+  std::vector<int64_t> rows;
+  std::vector<float> scores;
+};
+
 struct Shape {
   int64_t block_size, kv_heads, head_dim, group, table_width;
 };
@@ -43,14 +48,23 @@ inline Vec load_floats(const T* p) {
   }
 }
 
+// The scores of up to kMaxGroup query heads against one key: the key is loaded once for all of
+// them, and their independent accumulators keep the FMA units busy.
+constexpr int64_t kMaxGroup = 8;
+
 template <typename T>
-inline float dot(const float* q, const T* k, int64_t n) {
-  Vec acc(0.f);
+inline void dots(const float* q, int64_t g, const T* key, int64_t n, float* out) {
+  Vec acc[kMaxGroup];
+  for (int64_t j = 0; j < g; ++j) acc[j] = Vec(0.f);
   int64_t d = 0;
-  for (; d + Vec::size() <= n; d += Vec::size()) acc = at::vec::fmadd(Vec::loadu(q + d), load_floats(k + d), acc);
-  float sum = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
-  for (; d < n; ++d) sum += q[d] * static_cast<float>(k[d]);
-  return sum;
+  for (; d + Vec::size() <= n; d += Vec::size()) {
+    const Vec k = load_floats(key + d);
+    for (int64_t j = 0; j < g; ++j) acc[j] = at::vec::fmadd(Vec::loadu(q + j * n + d), k, acc[j]);
+  }
+  for (int64_t j = 0; j < g; ++j) {
+    out[j] = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc[j]);
+    for (int64_t e = d; e < n; ++e) out[j] += q[j * n + e] * static_cast<float>(key[e]);
+  }
 }
 
 template <typename T>
@@ -65,15 +79,28 @@ inline void add_scaled(float w, const T* v, float* acc, int64_t n) {
 // its values, unnormalised. `partial` gets, per query head, [max, sum, acc[head_dim]].
 template <typename T>
 void attend_piece(const Piece& p, const float* q, const T* k_cache, const T* v_cache, const int64_t* table,
-                  const Shape& s, float scale, float softcap, std::vector<float>& scores, float* partial) {
+                  const Shape& s, float scale, float softcap, Scratch& scratch, float* partial) {
   const int64_t n = p.end - p.begin, D = s.head_dim, g = s.group, stride = D + 2;
+  // where each position's key and value start in the pool; walking the blocks avoids a 64-bit
+  // division per position, which cost more than the position's arithmetic
+  std::vector<int64_t>& rows = scratch.rows;
+  rows.resize(n);
+  for (int64_t i = 0, block = p.begin / s.block_size, offset = p.begin % s.block_size; i < n; ++i) {
+    rows[i] = ((table[block] * s.block_size + offset) * s.kv_heads + p.head) * D;
+    if (++offset == s.block_size) offset = 0, ++block;
+  }
+  std::vector<float>& scores = scratch.scores;
   scores.resize(g * n);
+  float score[kMaxGroup];
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t pos = p.begin + i;
-    const T* key = k_cache + ((table[pos / s.block_size] * s.block_size + pos % s.block_size) * s.kv_heads + p.head) * D;
-    for (int64_t j = 0; j < g; ++j) {
-      float score = dot(q + j * D, key, D) * scale;
-      scores[j * n + i] = softcap > 0.f ? std::tanh(score / softcap) * softcap : score;
+    const T* key = k_cache + rows[i];
+    for (int64_t j0 = 0; j0 < g; j0 += kMaxGroup) {  // groups wider than kMaxGroup go in slices
+      const int64_t width = std::min(kMaxGroup, g - j0);
+      dots(q + j0 * D, width, key, D, score);
+      for (int64_t j = 0; j < width; ++j) {
+        const float x = score[j] * scale;
+        scores[(j0 + j) * n + i] = softcap > 0.f ? std::tanh(x / softcap) * softcap : x;
+      }
     }
   }
   for (int64_t j = 0; j < g; ++j) {
@@ -85,8 +112,7 @@ void attend_piece(const Piece& p, const float* q, const T* k_cache, const T* v_c
     std::fill(partial + j * stride + 2, partial + (j + 1) * stride, 0.f);
   }
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t pos = p.begin + i;
-    const T* value = v_cache + ((table[pos / s.block_size] * s.block_size + pos % s.block_size) * s.kv_heads + p.head) * D;
+    const T* value = v_cache + rows[i];
     for (int64_t j = 0; j < g; ++j) add_scaled(scores[j * n + i], value, partial + j * stride + 2, D);
   }
 }
@@ -136,12 +162,12 @@ void run(const at::Tensor& query, const at::Tensor& k_cache, const at::Tensor& v
   const T* kc = k_cache.data_ptr<T>();
   const T* vc = v_cache.data_ptr<T>();
   at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> scores;
+    Scratch scratch;
     for (int64_t i = lo; i < hi; ++i) {
       const Piece& p = pieces[i];
       const float* qp = qf + (p.seq * num_heads + p.head * s.group) * s.head_dim;
       attend_piece<T>(p, qp, kc, vc, table + p.seq * s.table_width, s, static_cast<float>(scale),
-                      static_cast<float>(softcap), scores, partials.data() + i * s.group * stride);
+                      static_cast<float>(softcap), scratch, partials.data() + i * s.group * stride);
     }
   });
   // merge the pieces of each (sequence, KV head): rescale each to the common max, then normalise
