@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
                              "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
+    parser.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16"], default="auto",
+                        help="CPU: bfloat16 halves the KV bytes of an fp32 model (what each decode step reads), "
+                             "as llama.cpp's f16 cache; greedy output may then differ from fp32 now and then")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")
     parser.add_argument("--max-num-seqs", type=int, default=64)
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                           num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
                           device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                           cuda_graphs=args.cuda_graphs, compile_decode=args.compile,
-                          int4_dense_prefill=args.int4_dense_prefill)
+                          int4_dense_prefill=args.int4_dense_prefill, kv_cache_dtype=args.kv_cache_dtype)
     app, _ = build_app(config, args.served_name, args.default_max_tokens)
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.

@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="compiled decode steps (the worker's --compile)")
     parser.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     parser.add_argument("--int4-dense-prefill", action="store_true", help="the worker's --int4-dense-prefill")
+    parser.add_argument("--kv-cache-dtype", default="auto", help="the worker's --kv-cache-dtype")
     parser.add_argument("--engine-thread", action="store_true",
                         help="time the steps on a second thread, as the worker's engine loop runs them "
                              "(run with and without OMP_WAIT_POLICY=ACTIVE to see libgomp's throttled spin)")
@@ -46,12 +47,14 @@ def main() -> None:
     # 64 MB of KV pool per sequence (~460 tokens of SmolLM2), so every sequence decodes in the batch
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=(64 << 20) * args.batch,
                                     quantization=args.quantization, compile_decode=args.compile,
-                                    int4_dense_prefill=args.int4_dense_prefill))
+                                    int4_dense_prefill=args.int4_dense_prefill, kv_cache_dtype=args.kv_cache_dtype))
     prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(args.batch, 300, 300, seed=0)]
     for prompt in prompts:
         engine.add_request(prompt, SamplingParams(max_tokens=3 * args.steps + 8, temperature=0.0, ignore_eos=True))
+    began = time.perf_counter()
     while any(seq.num_computed_tokens < seq.num_prompt_tokens for seq in engine.scheduler.running + list(engine.scheduler.waiting)):
         engine.step()  # prefill
+    prefill_tokens_per_s = sum(map(len, prompts)) / (time.perf_counter() - began)
     for _ in range(4):  # warm-up
         engine.step()
     def time_steps() -> float:
@@ -74,7 +77,8 @@ def main() -> None:
         shares[family(event.key)] = shares.get(family(event.key), 0.0) + event.self_cpu_time_total / 1e3 / args.steps
     in_ops = sum(shares.values())
     result = {"quantization": args.quantization or "fp32", "compiled": args.compile, "batch": args.batch,
-              "int4_dense_prefill": args.int4_dense_prefill,
+              "int4_dense_prefill": args.int4_dense_prefill, "kv_cache_dtype": args.kv_cache_dtype,
+              "prefill_tokens_per_s": round(prefill_tokens_per_s, 1),
               "engine_thread": args.engine_thread, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
               "prompt_tokens": len(prompts[0]), "ms_per_step": round(step_ms, 2),
               "profiled_ms_per_step": round(profiled_ms, 2),

@@ -32,7 +32,8 @@ from launcher.processes import free_port, wait_healthy  # noqa: E402
 from launcher.workers import worker_command  # noqa: E402
 
 MODEL = "smollm2-135m"
-WORKER_OPTIONS = {"compile": "--compile", "dense": "--int4-dense-prefill"}  # server-name suffix -> worker flag
+# server-name suffix -> worker flags
+WORKER_OPTIONS = {"compile": ["--compile"], "dense": ["--int4-dense-prefill"], "kvbf16": ["--kv-cache-dtype", "bfloat16"]}
 
 
 def _complete_records(text: str):
@@ -79,7 +80,7 @@ def start(name: str, logs: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     weights, *options = name.split("+")  # e.g. "int4+compile+dense"
     flags = ["--threads", "2", "--kv-cache-gb", "0.5"] + (["--quantization", "int4"] if weights == "int4" else []) \
-        + [WORKER_OPTIONS[option] for option in options]
+        + [flag for option in options for flag in WORKER_OPTIONS[option]]
     proc = subprocess.Popen(worker_command(MODEL, port, *flags), stdout=subprocess.DEVNULL,
                             stderr=open(logs / f"{name}.log", "w"))
     url = f"http://127.0.0.1:{port}"
@@ -130,7 +131,7 @@ def main() -> None:
     parser.add_argument("--sharegpt", type=int, default=24, help="mixed-workload requests (0: skip)")
     parser.add_argument("--servers", default="llama.cpp,int4+compile+dense,int4+compile,fp32+compile,int4",
                         help="llama.cpp, fp32 or int4; '+compile' adds the worker's --compile, '+dense' its "
-                             "--int4-dense-prefill")
+                             "--int4-dense-prefill, '+kvbf16' its --kv-cache-dtype bfloat16")
     args = parser.parse_args()
     levels = {int(c): int(n) for c, n in (pair.split(":") for pair in args.levels.split(","))}
     llama_server()  # build once before anything is timed

@@ -72,8 +72,9 @@ def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, key: torch.Tensor, va
              slot_mapping: torch.Tensor) -> None:
     """key/value: [num_tokens, kv_heads, head_dim] stored at their slots."""
     kv_heads, head_dim = key.shape[1], key.shape[2]
-    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, key)
-    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, value)
+    # the pool may be narrower than the model (a bf16 pool under fp32: device.resolve_kv_dtype)
+    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, key.to(k_cache.dtype))
+    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(v_cache.dtype))
 
 
 def gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int,
@@ -138,8 +139,8 @@ def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, 
     if chunk.context_len == n:  # nothing cached before this chunk: attend to the new K/V directly
         k, v = k_new, v_new
     else:
-        k = gather_blocks(k_cache, chunk.block_table, chunk.context_len, workspace, "k")
-        v = gather_blocks(v_cache, chunk.block_table, chunk.context_len, workspace, "v")
+        k = gather_blocks(k_cache, chunk.block_table, chunk.context_len, workspace, "k").to(q.dtype)
+        v = gather_blocks(v_cache, chunk.block_table, chunk.context_len, workspace, "v").to(q.dtype)
     # [n, Hq, D] -> [Hkv, g*n, D] with query heads of one KV head laid out group-major.
     qg = q.reshape(n, kv_heads, group, head_dim).permute(1, 2, 0, 3).reshape(kv_heads, group * n, head_dim)
     causal_only = chunk.context_len == n and group == 1 and sliding_window is None and softcap is None
@@ -161,8 +162,8 @@ def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, slidin
     num_blocks = (max_len + block_size - 1) // block_size
     ids = meta.decode_block_tables[:, :num_blocks].reshape(-1)
     workspace = meta.workspace or GatherWorkspace()
-    k = workspace.gather("k", k_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
-    v = workspace.gather("v", v_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2)
+    k = workspace.gather("k", k_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2).to(q.dtype)
+    v = workspace.gather("v", v_cache, ids).view(batch, -1, kv_heads, head_dim)[:, :max_len].transpose(1, 2).to(q.dtype)
     qg = q.reshape(batch, kv_heads, group, head_dim)
     # one sequence sees all of its keys (no padding) unless a window hides some
     mask = None if batch == 1 and sliding_window is None else _decode_mask(meta, max_len, sliding_window)
@@ -191,9 +192,7 @@ def static_decode_attention(q, k_new, v_new, k_cache, v_cache, slot_mapping, blo
                             scale, sliding_window, softcap):
     """Decode attention with no data-dependent shape, for compiled steps. q: [B, Hq, D],
     k_new/v_new: [B, Hkv, D] written at their slots first; returns [B, Hq, D]."""
-    kv_heads, head_dim = k_cache.shape[2], k_cache.shape[3]
-    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, k_new)
-    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slot_mapping, v_new)
+    write_kv(k_cache, v_cache, k_new, v_new, slot_mapping)
     if q.device.type == "cpu" and cpu_paged_decode.available():
         return cpu_paged_decode.paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window,
                                              softcap)
@@ -205,8 +204,8 @@ def gathered_decode_attention(q, k_cache, v_cache, block_tables, context_lens, s
     sequence's length are masked."""
     batch, num_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2]
-    keys = k_cache[block_tables].view(batch, -1, kv_heads, head_dim)
-    values = v_cache[block_tables].view(batch, -1, kv_heads, head_dim)
+    keys = k_cache[block_tables].view(batch, -1, kv_heads, head_dim).to(q.dtype)
+    values = v_cache[block_tables].view(batch, -1, kv_heads, head_dim).to(q.dtype)
     scores = torch.einsum("bhgd,blhd->bhgl", q.view(batch, kv_heads, -1, head_dim), keys) * scale
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap

@@ -16,6 +16,7 @@ class EngineConfig:
     max_model_len: int | None = None  # context window; default min(model's, 8192)
     enable_prefix_caching: bool = True
     dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/device.py)
+    kv_cache_dtype: str | None = None  # None/"auto": the model's; "bfloat16" on CPU: half the KV bytes (device.py)
     device: str = "cpu"  # "auto" | "cpu" | "cuda"; the worker's --device defaults to auto
     gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
     cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/cuda_graphs.py)

@@ -28,6 +28,20 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The KV pool's dtype: the model's unless `name` says bfloat16 (CPU only). A bf16 pool under
+    an fp32 model halves the bytes that each decode step reads from it, as llama.cpp's f16
+    cache does; the rounding makes greedy output differ from fp32 now and then."""
+    if name in (None, "auto"):
+        return model_dtype
+    dtype = getattr(torch, name, None)
+    if dtype not in (torch.bfloat16, torch.float32):
+        raise ValueError(f"kv_cache_dtype must be auto, bfloat16 or float32, not {name!r}")
+    if dtype != model_dtype and device.type != "cpu":
+        raise ValueError("a KV cache dtype other than the model's is supported on the CPU only")
+    return dtype
+
+
 def kv_budget(total: int, utilization: float, used: int, activation_peak: int) -> int:
     """vLLM's rule: the pool gets `utilization` of the GPU less what is in use (weights, other
     processes) and less the transient peak of one forward at the full token budget."""

@@ -26,7 +26,7 @@ from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, Prefill
 from .compiled_decode import CompiledDecode
 from .config import EngineConfig
 from .cuda_graphs import DecodeGraphRunner, use_cuda_graphs
-from .device import profiled_kv_bytes
+from .device import profiled_kv_bytes, resolve_kv_dtype
 from .sequence import SamplingParams, Sequence
 
 ATTN_IMPLEMENTATION = "tiergate_paged"
@@ -114,6 +114,7 @@ class ModelRunner:
         self.kv_heads = text_config.num_key_value_heads
         self.head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.dtype = model.dtype
+        self.kv_dtype = resolve_kv_dtype(config.kv_cache_dtype, model.dtype, model.device)
         self.block_size = config.block_size
         self.device = model.device
         self.attend = attention_for(self.device)
@@ -143,8 +144,8 @@ class ModelRunner:
 
     def _allocate_pool(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shape = (num_blocks, self.block_size, self.kv_heads, self.head_dim)
-        pool = [(torch.zeros(shape, dtype=self.dtype, device=self.device),
-                 torch.zeros(shape, dtype=self.dtype, device=self.device)) for _ in range(self.num_layers)]
+        pool = [(torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
+                 torch.zeros(shape, dtype=self.kv_dtype, device=self.device)) for _ in range(self.num_layers)]
         self._bind(pool)
         return pool
 
@@ -171,7 +172,7 @@ class ModelRunner:
         del self.kv_caches
 
     def bytes_per_block(self) -> int:
-        element = torch.finfo(self.model.dtype).bits // 8
+        element = torch.finfo(self.kv_dtype).bits // 8
         return 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim * element
 
     def _metadata(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]):

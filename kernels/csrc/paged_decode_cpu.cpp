@@ -48,31 +48,67 @@ inline Vec load_floats(const T* p) {
   }
 }
 
-// The scores of up to kMaxGroup query heads against one key: the key is loaded once for all of
-// them, and their independent accumulators keep the FMA units busy.
+// Query heads of one KV head are handled kMaxGroup at a time, with the width a template
+// argument, so that their accumulators stay in registers.
 constexpr int64_t kMaxGroup = 8;
+constexpr int64_t kTile = 16;  // positions whose values are summed per pass over a head-dim slice
 
-template <typename T>
-inline void dots(const float* q, int64_t g, const T* key, int64_t n, float* out) {
-  Vec acc[kMaxGroup];
-  for (int64_t j = 0; j < g; ++j) acc[j] = Vec(0.f);
-  int64_t d = 0;
-  for (; d + Vec::size() <= n; d += Vec::size()) {
-    const Vec k = load_floats(key + d);
-    for (int64_t j = 0; j < g; ++j) acc[j] = at::vec::fmadd(Vec::loadu(q + j * n + d), k, acc[j]);
-  }
-  for (int64_t j = 0; j < g; ++j) {
-    out[j] = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc[j]);
-    for (int64_t e = d; e < n; ++e) out[j] += q[j * n + e] * static_cast<float>(key[e]);
+// scores[j * n + i] = q_j . key_i for the G query heads, each key loaded once for all of them
+template <int G, typename T>
+void score_keys(const float* q, const T* k_cache, const int64_t* rows, int64_t n, int64_t D, float* scores) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* key = k_cache + rows[i];
+    Vec acc[G];
+    for (int j = 0; j < G; ++j) acc[j] = Vec(0.f);
+    int64_t d = 0;
+    for (; d + Vec::size() <= D; d += Vec::size()) {
+      const Vec k = load_floats(key + d);
+      for (int j = 0; j < G; ++j) acc[j] = at::vec::fmadd(Vec::loadu(q + j * D + d), k, acc[j]);
+    }
+    for (int j = 0; j < G; ++j) {
+      float dot = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc[j]);
+      for (int64_t e = d; e < D; ++e) dot += q[j * D + e] * static_cast<float>(key[e]);
+      scores[j * n + i] = dot;
+    }
   }
 }
 
-template <typename T>
-inline void add_scaled(float w, const T* v, float* acc, int64_t n) {
-  const Vec wv(w);
-  int64_t d = 0;
-  for (; d + Vec::size() <= n; d += Vec::size()) at::vec::fmadd(wv, load_floats(v + d), Vec::loadu(acc + d)).store(acc + d);
-  for (; d < n; ++d) acc[d] += w * static_cast<float>(v[d]);
+// out_j += sum_i weights[j * n + i] * value_i, a tile of positions per pass over each
+// Vec-wide slice of the head dim, the G sums held in registers through the tile
+template <int G, typename T>
+void sum_values(const float* weights, const T* v_cache, const int64_t* rows, int64_t n, int64_t D, float* out,
+                int64_t out_stride) {
+  for (int64_t t = 0; t < n; t += kTile) {
+    const int64_t tile_end = std::min(n, t + kTile);
+    int64_t d = 0;
+    for (; d + Vec::size() <= D; d += Vec::size()) {
+      Vec acc[G];
+      for (int j = 0; j < G; ++j) acc[j] = Vec::loadu(out + j * out_stride + d);
+      for (int64_t i = t; i < tile_end; ++i) {
+        const Vec v = load_floats(v_cache + rows[i] + d);
+        for (int j = 0; j < G; ++j) acc[j] = at::vec::fmadd(Vec(weights[j * n + i]), v, acc[j]);
+      }
+      for (int j = 0; j < G; ++j) acc[j].store(out + j * out_stride + d);
+    }
+    for (; d < D; ++d)
+      for (int64_t i = t; i < tile_end; ++i)
+        for (int j = 0; j < G; ++j) out[j * out_stride + d] += weights[j * n + i] * static_cast<float>(v_cache[rows[i] + d]);
+  }
+}
+
+// Calls body(std::integral_constant<int, G>) for a runtime width 1..kMaxGroup.
+template <typename Body>
+void with_width(int64_t width, Body body) {
+  switch (width) {
+    case 1: return body(std::integral_constant<int, 1>{});
+    case 2: return body(std::integral_constant<int, 2>{});
+    case 3: return body(std::integral_constant<int, 3>{});
+    case 4: return body(std::integral_constant<int, 4>{});
+    case 5: return body(std::integral_constant<int, 5>{});
+    case 6: return body(std::integral_constant<int, 6>{});
+    case 7: return body(std::integral_constant<int, 7>{});
+    default: return body(std::integral_constant<int, 8>{});
+  }
 }
 
 // One piece: scores of the group's queries against its keys, then the softmax-weighted sum of
@@ -91,29 +127,24 @@ void attend_piece(const Piece& p, const float* q, const T* k_cache, const T* v_c
   }
   std::vector<float>& scores = scratch.scores;
   scores.resize(g * n);
-  float score[kMaxGroup];
-  for (int64_t i = 0; i < n; ++i) {
-    const T* key = k_cache + rows[i];
-    for (int64_t j0 = 0; j0 < g; j0 += kMaxGroup) {  // groups wider than kMaxGroup go in slices
-      const int64_t width = std::min(kMaxGroup, g - j0);
-      dots(q + j0 * D, width, key, D, score);
-      for (int64_t j = 0; j < width; ++j) {
-        const float x = score[j] * scale;
-        scores[(j0 + j) * n + i] = softcap > 0.f ? std::tanh(x / softcap) * softcap : x;
-      }
-    }
+  for (int64_t j0 = 0; j0 < g; j0 += kMaxGroup) {
+    with_width(std::min(kMaxGroup, g - j0), [&](auto G) {
+      score_keys<G.value>(q + j0 * D, k_cache, rows.data(), n, D, scores.data() + j0 * n);
+    });
   }
   for (int64_t j = 0; j < g; ++j) {
     float* row = scores.data() + j * n;
+    for (int64_t i = 0; i < n; ++i) row[i] = softcap > 0.f ? std::tanh(row[i] * scale / softcap) * softcap : row[i] * scale;
     const float top = at::vec::reduce_all<float>([](Vec& a, Vec& b) { return at::vec::maximum(a, b); }, row, n);
     at::vec::map([top](Vec x) { return (x - Vec(top)).exp(); }, row, row, n);
     partial[j * stride] = top;
     partial[j * stride + 1] = at::vec::reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, row, n);
     std::fill(partial + j * stride + 2, partial + (j + 1) * stride, 0.f);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const T* value = v_cache + rows[i];
-    for (int64_t j = 0; j < g; ++j) add_scaled(scores[j * n + i], value, partial + j * stride + 2, D);
+  for (int64_t j0 = 0; j0 < g; j0 += kMaxGroup) {
+    with_width(std::min(kMaxGroup, g - j0), [&](auto G) {
+      sum_values<G.value>(scores.data() + j0 * n, v_cache, rows.data(), n, D, partial + j0 * stride + 2, stride);
+    });
   }
 }
 
@@ -171,13 +202,13 @@ void run(const at::Tensor& query, const at::Tensor& k_cache, const at::Tensor& v
     }
   });
   // merge the pieces of each (sequence, KV head): rescale each to the common max, then normalise
-  T* o = out.data_ptr<T>();
+  float* o = out.data_ptr<float>();
   at::parallel_for(0, batch * s.kv_heads, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> acc(s.head_dim);
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t b = t / s.kv_heads, h = t % s.kv_heads;
       for (int64_t j = 0; j < s.group; ++j) {
-        T* dst = o + (b * num_heads + h * s.group + j) * s.head_dim;
+        float* dst = o + (b * num_heads + h * s.group + j) * s.head_dim;
         float top = -std::numeric_limits<float>::infinity(), sum = 0.f;
         for (int64_t i = first[t]; i < first[t + 1]; ++i) top = std::max(top, partials[(i * s.group + j) * stride]);
         std::fill(acc.begin(), acc.end(), 0.f);
@@ -189,7 +220,7 @@ void run(const at::Tensor& query, const at::Tensor& k_cache, const at::Tensor& v
         }
         // a sequence with no visible key (length 0, a padded row) gets zeros, not NaN
         const float norm = sum > 0.f ? 1.f / sum : 0.f;
-        for (int64_t d = 0; d < s.head_dim; ++d) dst[d] = static_cast<T>(acc[d] * norm);
+        for (int64_t d = 0; d < s.head_dim; ++d) dst[d] = acc[d] * norm;
       }
     }
   });
@@ -205,7 +236,8 @@ at::Tensor paged_decode(const at::Tensor& query, const at::Tensor& k_cache, cons
   TORCH_CHECK(block_tables.scalar_type() == at::kLong && context_lens.scalar_type() == at::kLong, "tables and lengths are int64");
   TORCH_CHECK(block_tables.size(0) == query.size(0) && context_lens.size(0) == query.size(0), "one table and length per query");
   const at::Tensor tables = block_tables.contiguous(), lens = context_lens.contiguous();
-  at::Tensor out = at::empty(query.sizes(), query.options().dtype(k_cache.scalar_type()));
+  // float out, cast to the query's dtype: a bf16 pool under an fp32 model rounds K/V, not the output
+  at::Tensor out = at::empty(query.sizes(), query.options().dtype(at::kFloat));
   if (k_cache.scalar_type() == at::kFloat) {
     run<float>(query, k_cache, v_cache, tables, lens, scale, sliding_window, softcap, out);
   } else if (k_cache.scalar_type() == at::kBFloat16) {
