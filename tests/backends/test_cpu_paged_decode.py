@@ -1,4 +1,8 @@
 """The C++ paged decode attention against the torch version that copies K/V out of the pool."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -54,3 +58,13 @@ def test_lengths_past_the_table_and_blocks_past_the_pool_are_refused():
     tables[1, 1] = POOL
     with pytest.raises(RuntimeError, match="outside the pool"):
         cpu_paged_decode.paged_decode(query, k_cache, v_cache, tables, lens, 1.0, None, None)
+
+
+def test_later_processes_load_the_built_library_without_building():
+    assert cpu_paged_decode.available()
+    script = ("import logging; logging.basicConfig(level=logging.INFO)\n"
+              "from kernels import cpu_paged_decode\nprint(cpu_paged_decode.available())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(cpu_paged_decode.__file__).parent.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+    assert "building" not in done.stderr and "ready" in done.stderr
