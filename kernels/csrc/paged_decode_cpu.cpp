@@ -52,11 +52,31 @@ inline Vec load_floats(const T* p) {
 // argument, so that their accumulators stay in registers.
 constexpr int64_t kMaxGroup = 8;
 constexpr int64_t kTile = 16;  // positions whose values are summed per pass over a head-dim slice
+// Positions are read in the order of the block table, whose blocks lie anywhere in the pool, so
+// the hardware prefetcher loses the stream at every block edge and loads wait on memory. Rows
+// this many positions ahead are asked for early: at batch 16, 450 positions, a bf16 pool, one
+// layer went from about 950 to 535 us on a 2-core AVX-512 EPYC (6 to 10 GB/s of its 41).
+constexpr int64_t kAhead = 16;
+
+// Asks for every cache line of the row `rows[i]` of `cache`, if i is in range.
+template <typename T>
+inline void prefetch_row(const T* cache, const int64_t* rows, int64_t i, int64_t n, int64_t D) {
+  if (i >= n) return;
+  const char* row = reinterpret_cast<const char*>(cache + rows[i]);
+  for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(T)); byte += 64) {
+#if defined(__x86_64__)
+    asm volatile("prefetcht0 %0" : : "m"(row[byte]));  // GCC 12 at -O3 dropped __builtin_prefetch here
+#else
+    __builtin_prefetch(row + byte);
+#endif
+  }
+}
 
 // scores[j * n + i] = q_j . key_i for the G query heads, each key loaded once for all of them
 template <int G, typename T>
 void score_keys(const float* q, const T* k_cache, const int64_t* rows, int64_t n, int64_t D, float* scores) {
   for (int64_t i = 0; i < n; ++i) {
+    prefetch_row(k_cache, rows, i + kAhead, n, D);
     const T* key = k_cache + rows[i];
     Vec acc[G];
     for (int j = 0; j < G; ++j) acc[j] = Vec(0.f);
@@ -85,6 +105,7 @@ void sum_values(const float* weights, const T* v_cache, const int64_t* rows, int
       Vec acc[G];
       for (int j = 0; j < G; ++j) acc[j] = Vec::loadu(out + j * out_stride + d);
       for (int64_t i = t; i < tile_end; ++i) {
+        if (d == 0) prefetch_row(v_cache, rows, i + kAhead, n, D);
         const Vec v = load_floats(v_cache + rows[i] + d);
         for (int j = 0; j < G; ++j) acc[j] = at::vec::fmadd(Vec(weights[j * n + i]), v, acc[j]);
       }
