@@ -1,4 +1,4 @@
-"""Paged attention in torch (decode steps on the CPU call the C++ kernel of cpu_paged_decode.py).
+"""Paged attention in torch (decode steps on the CPU call the C++ kernel of cpu_kernels.py).
 
 K/V of every layer live in a fixed pool of blocks, `[num_blocks, block_size, kv_heads,
 head_dim]`. One model forward carries a flat batch of tokens from many sequences; each
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from . import cpu_paged_decode
+from . import cpu_kernels
 
 
 @dataclass
@@ -151,8 +151,8 @@ def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, 
 
 def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):
     """q: [B, Hq, D] one query per sequence; returns [B, Hq, D]."""
-    if q.device.type == "cpu" and cpu_paged_decode.available():  # reads K/V in place, no copy
-        return cpu_paged_decode.paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens,
+    if q.device.type == "cpu" and cpu_kernels.available():  # reads K/V in place, no copy
+        return cpu_kernels.paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens,
                                              scale, sliding_window, softcap)
     batch, num_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2]
@@ -193,8 +193,8 @@ def static_decode_attention(q, k_new, v_new, k_cache, v_cache, slot_mapping, blo
     """Decode attention with no data-dependent shape, for compiled steps. q: [B, Hq, D],
     k_new/v_new: [B, Hkv, D] written at their slots first; returns [B, Hq, D]."""
     write_kv(k_cache, v_cache, k_new, v_new, slot_mapping)
-    if q.device.type == "cpu" and cpu_paged_decode.available():
-        return cpu_paged_decode.paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window,
+    if q.device.type == "cpu" and cpu_kernels.available():
+        return cpu_kernels.paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window,
                                              softcap)
     return gathered_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap)
 

@@ -3,7 +3,8 @@
 Formats (weights `[out_features, in_features]`, i.e. `[n, k]`, as nn.Linear stores them):
 
 - int8: symmetric per output channel. `q = round(w / s)` in [-127, 127] with
-  `s = max|w_row| / 127`; `w ≈ q * s`. Kernel: `aten._weight_int8pack_mm(x, q, s)`.
+  `s = max|w_row| / 127`; `w ≈ q * s`. Kernels: our C++ `tiergate::int8_linear` for decode-sized
+  inputs (cpu_kernels.py), `aten._weight_int8pack_mm(x, q, s)` for prompt chunks.
 - int4: asymmetric per group of `group_size` consecutive input features. Codes `q` in
   [0, 15]; aten's convention stores `(scale, zero)` with `w ≈ (q - 8) * scale + zero`
   (so `zero` is the group's value at the mid code). Scales/zeros are laid out
@@ -20,7 +21,12 @@ from __future__ import annotations
 
 import torch
 
+from . import cpu_kernels
+
 ACT_DTYPE = torch.bfloat16
+# our int8 kernel re-reads the codes for every 4 rows: beyond this many rows (prompt chunks)
+# aten's kernel serves, outside compiled graphs (a row test there would guard the batch size)
+INT8_KERNEL_MAX_ROWS = 16
 INT4_N_MULTIPLE = 16  # the CPU int4 packer requires out_features divisible by 16
 
 
@@ -45,9 +51,15 @@ def int8_linear_reference(x: torch.Tensor, codes: torch.Tensor, scales: torch.Te
 
 def int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x [..., k] -> [..., n] in x's dtype, through the aten int8 kernel on bf16 activations."""
-    flat = x.reshape(-1, x.shape[-1]).to(ACT_DTYPE)
-    out = torch.ops.aten._weight_int8pack_mm(flat, codes, scales).to(x.dtype)
+    """x [..., k] -> [..., n] in x's dtype. Decode-sized inputs (and every compiled step) go
+    through our C++ kernel (cpu_kernels.int8_linear: int16 activations, exact int32 sums), when
+    built; prompt chunks and the fallback through aten's kernel on bf16 activations."""
+    flat = x.reshape(-1, x.shape[-1])
+    if x.device.type == "cpu" and codes.shape[1] <= cpu_kernels.INT8_MAX_IN_FEATURES and cpu_kernels.available() \
+            and (torch.compiler.is_compiling() or flat.shape[0] <= INT8_KERNEL_MAX_ROWS):
+        out = cpu_kernels.int8_linear(flat, codes, scales).to(x.dtype)
+    else:
+        out = torch.ops.aten._weight_int8pack_mm(flat.to(ACT_DTYPE), codes, scales).to(x.dtype)
     if bias is not None:
         out = out + bias
     return out.reshape(*x.shape[:-1], codes.shape[0])

@@ -19,7 +19,7 @@ import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface
 
-from kernels import cpu_paged_decode
+from kernels import cpu_kernels
 from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention,
                                      static_decode_attention)
 
@@ -121,7 +121,7 @@ class ModelRunner:
         self.workspace = GatherWorkspace()
         self.attention_modules = attention_modules(model, self.num_layers)
         if self.device.type == "cpu":
-            cpu_paged_decode.available()  # built or loaded now, never while a step is traced
+            cpu_kernels.available()  # built or loaded now, never while a step is traced
         self.decode_graphs = None  # set below; the profiling forward runs eagerly
         self.num_blocks = config.num_blocks or self._pool_blocks()
         graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)

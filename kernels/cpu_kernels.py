@@ -1,13 +1,18 @@
-"""The C++ paged decode attention (csrc/paged_decode_cpu.cpp) as `torch.ops.tiergate.paged_decode`.
+"""Our C++ CPU kernels, as ops of `torch.ops.tiergate`:
 
-It is built on first use with torch's extension builder, once per checkout, source version and
-vector unit, into .cache/extensions/ (about 40 s on 2 cores). Each build runs in a folder of its
-own and the library is moved into place whole, so processes that start together never share
+- `paged_decode` (csrc/paged_decode_cpu.cpp): decode attention that reads K/V where they lie
+  in the block pool;
+- `int8_linear` (csrc/int8_linear_cpu.cpp): weight-only int8 linear for decode-sized inputs
+  (the int8 LM head).
+
+They are built on first use with torch's extension builder, once per checkout, source version
+and vector unit, into .cache/extensions/ (about 60 s on 2 cores). Each build runs in a folder of
+its own and the library is moved into place whole, so processes that start together never share
 the builder's lock file: one killed while holding it (a worker stopped during start-up) would
 leave every later load waiting forever. Later processes load the built library directly.
 The flags name the vector unit that torch itself found, never -march=native: some machines
 here advertise AMX that cannot be used. Where no compiler is at hand, `available()` is False
-and the attention falls back to the torch version, which copies the context out of the pool.
+and callers use their torch versions (the attention's copies the context out of the pool).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger("tiergate.engine")
-SOURCE = Path(__file__).parent / "csrc" / "paged_decode_cpu.cpp"
+SOURCES = [Path(__file__).parent / "csrc" / name for name in ("paged_decode_cpu.cpp", "int8_linear_cpu.cpp")]
 BUILDS = Path(__file__).resolve().parent.parent / ".cache" / "extensions"
 # ATen's Vectorized<float> picks its registers from CPU_CAPABILITY_*, as in torch's own kernels
 VECTOR_FLAGS = {
@@ -52,31 +57,37 @@ def _load() -> bool:
 
     capability = torch.backends.cpu.get_cpu_capability()
     flags = ["-O3", "-fopenmp", *VECTOR_FLAGS.get(capability, [])]
-    name = f"tiergate_paged_decode_{capability.lower()}"
-    version = hashlib.sha256(SOURCE.read_bytes() + repr((flags, torch.__version__)).encode()).hexdigest()[:12]
+    name = f"tiergate_cpu_kernels_{capability.lower()}"
+    source_bytes = b"".join(source.read_bytes() for source in SOURCES)
+    version = hashlib.sha256(source_bytes + repr((flags, torch.__version__)).encode()).hexdigest()[:12]
     library = BUILDS / f"{name}-{version}.so"
     began = time.perf_counter()
     try:
         if library.exists():
             torch.ops.load_library(str(library))
         else:
-            log.info("building the C++ paged decode attention for %s (once, ~40 s) ...", capability)
+            log.info("building the C++ CPU kernels for %s (once, ~60 s) ...", capability)
             BUILDS.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=BUILDS) as scratch:  # loads the op too
-                cpp_extension.load(name=name, sources=[str(SOURCE)], extra_cflags=flags, extra_ldflags=["-fopenmp"],
+                cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags, extra_ldflags=["-fopenmp"],
                                    build_directory=scratch, is_python_module=False)
                 os.replace(Path(scratch) / f"{name}.so", library)  # atomic: others see all of it or nothing
     except (OSError, RuntimeError, ImportError) as error:  # no compiler or ninja: the torch path serves
-        log.warning("C++ paged decode attention unavailable, using the torch version: %s", error)
+        log.warning("C++ CPU kernels unavailable, using the torch versions: %s", error)
         return False
     # torch.compile traces the op through its output shape, never running it
     torch.library.register_fake("tiergate::paged_decode")(_like_query)
-    log.info("C++ paged decode attention ready in %.1f s", time.perf_counter() - began)
+    torch.library.register_fake("tiergate::int8_linear")(_int8_linear_shape)
+    log.info("C++ CPU kernels ready in %.1f s", time.perf_counter() - began)
     return True
 
 
 def _like_query(query, *args):
     return query.new_empty(query.shape)
+
+
+def _int8_linear_shape(x, codes, scales):
+    return x.new_empty((x.shape[0], codes.shape[0]), dtype=torch.float32)
 
 
 def paged_decode(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -85,3 +96,12 @@ def paged_decode(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     of its blocks (the last `sliding_window` of them, if set); returns [B, Hq, D]."""
     return torch.ops.tiergate.paged_decode(query, k_cache, v_cache, block_tables, context_lens, float(scale),
                                            sliding_window or 0, softcap or 0.0)
+
+
+INT8_MAX_IN_FEATURES = 16384  # the kernel's int32 sums cannot overflow below this
+
+
+def int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """x [M, K] (any float dtype) times int8 codes [N, K] with one scale per row -> fp32 [M, N].
+    Each row of x is rounded to int16 with its own scale, and the sums are exact in int32."""
+    return torch.ops.tiergate.int8_linear(x, codes, scales)
