@@ -42,7 +42,7 @@ _loaded: bool | None = None  # a plain global, so compiled graphs read it as a c
 
 
 def available() -> bool:
-    """Builds and loads the op once per process; False (with the reason logged) if it cannot."""
+    """Builds and loads the ops once per process; False (with the reason logged) if it cannot."""
     global _loaded
     if _loaded is None:
         _loaded = _load()
@@ -69,8 +69,8 @@ def _load() -> bool:
             log.info("building the C++ CPU kernels for %s (once, ~60 s) ...", capability)
             BUILDS.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=BUILDS) as scratch:  # loads the op too
-                cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags, extra_ldflags=["-fopenmp"],
-                                   build_directory=scratch, is_python_module=False)
+                cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
+                                   extra_ldflags=["-fopenmp"], build_directory=scratch, is_python_module=False)
                 os.replace(Path(scratch) / f"{name}.so", library)  # atomic: others see all of it or nothing
     except (OSError, RuntimeError, ImportError) as error:  # no compiler or ninja: the torch path serves
         log.warning("C++ CPU kernels unavailable, using the torch versions: %s", error)
