@@ -31,7 +31,10 @@ async def _request(session, url: str, prompt: list[int], max_tokens: int, at: fl
 
 async def _replay(url, prompts, out_lens, arrivals, limit_s):
     times: list[list[float]] = [[] for _ in prompts]
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit_s + 60)) as session:
+    # a fresh connection per request: llama-server closes idle keep-alive connections, and a
+    # request sent on one the pool still held failed with ServerDisconnectedError
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=limit_s + 60),
+                                     connector=aiohttp.TCPConnector(force_close=True)) as session:
         await _request(session, url, prompts[0][:32], 4, 0.0, [], float("inf"))  # warm-up, not timed
         start = time.perf_counter()
         deadline = start + limit_s
