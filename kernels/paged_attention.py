@@ -153,7 +153,7 @@ def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, slidin
     """q: [B, Hq, D] one query per sequence; returns [B, Hq, D]."""
     if q.device.type == "cpu" and cpu_kernels.available():  # reads K/V in place, no copy
         return cpu_kernels.paged_decode(q, k_cache, v_cache, meta.decode_block_tables, meta.decode_context_lens,
-                                             scale, sliding_window, softcap)
+                                        scale, sliding_window, softcap)
     batch, num_heads, head_dim = q.shape
     kv_heads = k_cache.shape[2]
     group = num_heads // kv_heads
@@ -195,7 +195,7 @@ def static_decode_attention(q, k_new, v_new, k_cache, v_cache, slot_mapping, blo
     write_kv(k_cache, v_cache, k_new, v_new, slot_mapping)
     if q.device.type == "cpu" and cpu_kernels.available():
         return cpu_kernels.paged_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window,
-                                             softcap)
+                                        softcap)
     return gathered_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap)
 
 
