@@ -58,7 +58,7 @@ def _load() -> bool:
     capability = torch.backends.cpu.get_cpu_capability()
     flags = ["-O3", "-fopenmp", *VECTOR_FLAGS.get(capability, [])]
     name = f"tiergate_cpu_kernels_{capability.lower()}"
-    source_bytes = b"".join(source.read_bytes() for source in SOURCES)
+    source_bytes = b"".join(path.read_bytes() for path in sorted(SOURCES[0].parent.iterdir()))  # headers too
     version = hashlib.sha256(source_bytes + repr((flags, torch.__version__)).encode()).hexdigest()[:12]
     library = BUILDS / f"{name}-{version}.so"
     began = time.perf_counter()

@@ -13,6 +13,8 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
+#include "prefetch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,14 +54,6 @@ inline int64_t lane_sum(IntVec v) {
 constexpr int64_t kStep = 0;  // no vector unit named: every product goes through the scalar tail
 #endif
 
-inline void prefetch(const int8_t* p) {
-#if defined(__x86_64__)
-  asm volatile("prefetcht0 %0" : : "m"(*p));  // GCC 12 at -O3 dropped __builtin_prefetch in these loops
-#else
-  __builtin_prefetch(p);
-#endif
-}
-
 // out rows [0, M) x columns [n0, n0 + B): B rows of codes against M rows of int16 x
 template <int M, int B>
 void dot_block(const int16_t* xq, const float* x_scales, const int8_t* codes, const float* scales, int64_t K,
@@ -74,7 +68,7 @@ void dot_block(const int16_t* xq, const float* x_scales, const int8_t* codes, co
     IntVec w[B];
     for (int b = 0; b < B; ++b) {
       // the next block's rows, asked for early: without it the loads waited on memory (7 GB/s)
-      if ((k & 63) == 0 && n0 + kAheadRows + b < N) prefetch(codes + (n0 + kAheadRows + b) * K + k);
+      if ((k & 63) == 0 && n0 + kAheadRows + b < N) prefetch_line(codes + (n0 + kAheadRows + b) * K + k);
       w[b] = widen_codes(codes + (n0 + b) * K + k);
     }
     for (int m = 0; m < M; ++m) {

@@ -13,6 +13,8 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
+#include "prefetch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -63,13 +65,7 @@ template <typename T>
 inline void prefetch_row(const T* cache, const int64_t* rows, int64_t i, int64_t n, int64_t D) {
   if (i >= n) return;
   const char* row = reinterpret_cast<const char*>(cache + rows[i]);
-  for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(T)); byte += 64) {
-#if defined(__x86_64__)
-    asm volatile("prefetcht0 %0" : : "m"(row[byte]));  // GCC 12 at -O3 dropped __builtin_prefetch here
-#else
-    __builtin_prefetch(row + byte);
-#endif
-  }
+  for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(T)); byte += 64) prefetch_line(row + byte);
 }
 
 // scores[j * n + i] = q_j . key_i for the G query heads, each key loaded once for all of them
