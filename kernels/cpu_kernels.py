@@ -3,7 +3,8 @@
 - `paged_decode` (csrc/paged_decode_cpu.cpp): decode attention that reads K/V where they lie
   in the block pool;
 - `int8_linear` (csrc/int8_linear_cpu.cpp): weight-only int8 linear for decode-sized inputs
-  (the int8 LM head).
+  (the int8 LM head);
+- `int4_linear` (csrc/int4_linear_cpu.cpp): group-wise int4 linear for decode-sized inputs.
 
 They are built on first use with torch's extension builder, once per checkout, source version
 and vector unit, into .cache/extensions/ (about 60 s on 2 cores). Each build runs in a folder of
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger("tiergate.engine")
-SOURCES = [Path(__file__).parent / "csrc" / name for name in ("paged_decode_cpu.cpp", "int8_linear_cpu.cpp")]
+SOURCES = [Path(__file__).parent / "csrc" / name for name in ("paged_decode_cpu.cpp", "int8_linear_cpu.cpp", "int4_linear_cpu.cpp")]
 BUILDS = Path(__file__).resolve().parent.parent / ".cache" / "extensions"
 # ATen's Vectorized<float> picks its registers from CPU_CAPABILITY_*, as in torch's own kernels
 VECTOR_FLAGS = {
@@ -77,7 +78,8 @@ def _load() -> bool:
         return False
     # torch.compile traces the op through its output shape, never running it
     torch.library.register_fake("tiergate::paged_decode")(_like_query)
-    torch.library.register_fake("tiergate::int8_linear")(_int8_linear_shape)
+    torch.library.register_fake("tiergate::int8_linear")(_linear_shape)
+    torch.library.register_fake("tiergate::int4_linear")(_int4_linear_shape)
     log.info("C++ CPU kernels ready in %.1f s", time.perf_counter() - began)
     return True
 
@@ -86,8 +88,12 @@ def _like_query(query, *args):
     return query.new_empty(query.shape)
 
 
-def _int8_linear_shape(x, codes, scales):
+def _linear_shape(x, codes, scales):
     return x.new_empty((x.shape[0], codes.shape[0]), dtype=torch.float32)
+
+
+def _int4_linear_shape(x, tiles, group_size):
+    return x.new_empty((x.shape[0], tiles.shape[0] * 4), dtype=torch.float32)  # 4 output rows a tile
 
 
 def paged_decode(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -98,10 +104,19 @@ def paged_decode(query: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                                            sliding_window or 0, softcap or 0.0)
 
 
-INT8_MAX_IN_FEATURES = 16384  # the kernel's int32 sums cannot overflow below this
+MAX_IN_FEATURES = 16384  # the int kernels' int32 sums cannot overflow below this
 
 
 def int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """x [M, K] (any float dtype) times int8 codes [N, K] with one scale per row -> fp32 [M, N].
     Each row of x is rounded to int16 with its own scale, and the sums are exact in int32."""
     return torch.ops.tiergate.int8_linear(x, codes, scales)
+
+
+def int4_linear(x: torch.Tensor, tiles: torch.Tensor, group_size: int) -> torch.Tensor:
+    """x [M, K] (any float dtype) times int4 weights in tiles (quantized_linear.pack_int4_tiles)
+    -> fp32 [M, N]. Each row of x is rounded to int16 with its own scale; within a group the sums
+    are exact in int32."""
+    if not available():  # tiles are made only where the kernels built (quantize.cpu_kernel)
+        raise RuntimeError("the C++ CPU kernels are unavailable (see the log), so int4 tiles cannot be multiplied")
+    return torch.ops.tiergate.int4_linear(x, tiles, group_size)

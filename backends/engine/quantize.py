@@ -15,7 +15,9 @@ row and the input embedding reads the same int8 rows, so both share one copy (se
 behind that default). Layers whose shape a kernel cannot take (int4: out_features not a
 multiple of 16 or in_features not a multiple of the group size) stay in full precision.
 
-Kernels: on CPU the aten kernels of kernels/quantized_linear.py; on CUDA the Triton GEMM of
+Kernels: on CPU our C++ int4 kernel (int4 layers keep their codes and scales in its tile layout;
+aten's int4 kernel where no compiler is at hand) and the int8 kernels of
+kernels/quantized_linear.py; on CUDA the Triton GEMM of
 kernels/triton_quantized_matmul.py, fed the same codes, scales and zeros (int4 repacked
 along k at load time, so no out_features multiple of 16 is needed there) with activations
 in the model's dtype. `quantize_linears(kernel=...)` picks one explicitly (tests run the
@@ -49,13 +51,18 @@ import torch
 from torch import nn
 
 from backends.gguf_blocks import load_q4_1
-from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, Q4_1_GROUP, int4_linear, int8_linear, pack_int4,
-                                      q4_1_to_int4, quantize_int4, quantize_int8)
+from kernels import cpu_kernels
+from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
+                                      int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,
+                                      quantize_int4, quantize_int8, scales_and_mins, split_q4_1)
 
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
-KERNELS = ("aten", "triton")  # CPU aten ops | Triton GEMM (CUDA; CPU only in the interpreter)
+# CPU: our C++ int4 kernel | CPU: aten's int4 kernel (no compiler) | Triton GEMM (CUDA; CPU only in
+# the interpreter). int8 layers take the same names: on CPU int8_linear picks its kernel itself.
+KERNELS = ("cpp", "aten", "triton")
+CPU_KERNELS = ("cpp", "aten")
 DENSE_MIN_ROWS = 16  # int4 layers with a dense copy (attach_dense_prefill) use it from this many rows
 
 
@@ -93,32 +100,46 @@ class Int8Linear(nn.Module):
         return out if self.bias is None else out + self.bias
 
 
+def cpu_kernel(in_features: int = 0) -> str:
+    """Our C++ kernels where they build and take the layer's width, else aten's."""
+    return "cpp" if in_features <= cpu_kernels.MAX_IN_FEATURES and cpu_kernels.available() else "aten"
+
+
 class Int4Linear(nn.Module):
-    def __init__(self, codes: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,
-                 bias: torch.Tensor | None, kernel: str = "aten"):
-        """codes int [n, k] 0..15, packed here in the layout `kernel` reads."""
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
+                 bias: torch.Tensor | None, kernel: str | None = None):
+        """codes int [n, k] in 0..15 with w = q * scale + min, scales and mins fp32 [n, k / group],
+        packed here in the layout `kernel` reads (None: cpu_kernel()). Our tiles keep scale and min
+        in fp16, a Q4_1 block's own d and m, so scales_and_zeros is then None; aten's and Triton's
+        kernels take bf16 (scale, zero) pairs [k / group, n, 2] with zero = min + 8 * scale."""
         super().__init__()
+        kernel = kernel or cpu_kernel(codes.shape[1])
         (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
-        pack = _triton().pack_int4_along_k if kernel == "triton" else pack_int4
-        self.register_buffer("packed", pack(codes))
+        if kernel == "cpp":
+            packed, scales_and_zeros = pack_int4_tiles(codes, scales, mins, group_size), None
+        else:
+            packed = (_triton().pack_int4_along_k if kernel == "triton" else pack_int4)(codes)
+            scales_and_zeros = torch.stack([scales, mins + 8 * scales], dim=-1).transpose(0, 1).contiguous()
+            scales_and_zeros = scales_and_zeros.to(ACT_DTYPE)
+        self.register_buffer("packed", packed)
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.register_buffer("bias", bias)
         self.register_buffer("dense", None, persistent=False)  # dense copy for prompt chunks, if attached
         self.fused: tuple[FusedInt4, int, int] | None = None  # (group, first row, end row), if fused with siblings
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group_size: int, kernel: str = "aten") -> "Int4Linear":
+    def from_linear(cls, linear: nn.Linear, group_size: int, kernel: str | None = None) -> "Int4Linear":
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
-        return cls(codes, scales_and_zeros, group_size, _bias(linear), kernel)
+        return cls(codes, *scales_and_mins(scales_and_zeros), group_size, _bias(linear), kernel)
 
     @classmethod
-    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor, kernel: str = "aten") -> "Int4Linear":
-        """The layer's GGUF Q4_1 blocks as they are (codes unchanged), in place of its weight."""
-        codes, scales_and_zeros = q4_1_to_int4(blocks)
+    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor, kernel: str | None = None) -> "Int4Linear":
+        """The layer's GGUF Q4_1 blocks as they are (codes, d and m unchanged), in place of its weight."""
+        codes, d, m = split_q4_1(blocks)
         if codes.shape != linear.weight.shape:
             raise ValueError(f"Q4_1 blocks of shape {tuple(codes.shape)} do not fit a {tuple(linear.weight.shape)} layer")
         device = linear.weight.device
-        return cls(codes.to(device), scales_and_zeros.to(device), Q4_1_GROUP, _bias(linear), kernel)
+        return cls(codes.to(device), d.to(device), m.to(device), Q4_1_GROUP, _bias(linear), kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == "triton":
@@ -127,32 +148,50 @@ class Int4Linear(nn.Module):
             # every sibling asks for the same whole-group product: the graph's common-subexpression
             # pass keeps one call, and each sibling takes its slice of the columns
             group, start, stop = self.fused
-            out = int4_linear(x, group.packed, group.scales_and_zeros, self.group_size)[..., start:stop]
+            out = self.matmul(x, group.packed, group.scales_and_zeros)[..., start:stop]
             return out if self.bias is None else out + self.bias
         # compiled decode steps stay on int4, and test no row count (that would guard the batch size)
         if self.dense is not None and not torch.compiler.is_compiling() \
                 and x.numel() >= DENSE_MIN_ROWS * self.in_features:
             out = nn.functional.linear(x.to(self.dense.dtype), self.dense).to(x.dtype)
             return out if self.bias is None else out + self.bias
-        return int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
+        out = self.matmul(x)
+        return out if self.bias is None else out + self.bias
+
+    def matmul(self, x: torch.Tensor, packed: torch.Tensor | None = None,
+               scales_and_zeros: torch.Tensor | None = None) -> torch.Tensor:
+        """x times the int4 weights (these layer's, or those given) through the CPU kernel, no bias."""
+        packed = self.packed if packed is None else packed
+        if self.kernel == "cpp":
+            return int4_tile_linear(x, packed, self.group_size)
+        scales_and_zeros = self.scales_and_zeros if scales_and_zeros is None else scales_and_zeros
+        return int4_linear(x, packed, scales_and_zeros, self.group_size)
+
+    def dequantized(self) -> torch.Tensor:
+        """The fp32 weights [n, k] the CPU kernel multiplies by."""
+        if self.kernel == "cpp":
+            return dequantize_int4_tiles(self.packed, self.group_size)
+        eye = torch.eye(self.in_features, dtype=ACT_DTYPE)  # aten's own dequantisation, rounded to bf16
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, self.group_size,
+                                                          self.scales_and_zeros).t().float()
 
 
 class FusedInt4:
-    """The packed codes and scales of sibling int4 layers stacked along out_features. aten
-    packs whole blocks of rows alike, so stacking packed layers is packing the stacked codes
-    when each layer fills whole blocks (FUSE_ROW_MULTIPLE; fuse_sibling_projections checks)."""
+    """The packed codes and scales of sibling int4 layers stacked along out_features. Our tiles
+    and aten's packing both keep whole blocks of rows apart, so stacking packed layers is packing
+    the stacked codes when each layer fills whole blocks (fuse_sibling_projections checks)."""
 
     def __init__(self, layers: list[Int4Linear]):
         self.packed = torch.cat([layer.packed for layer in layers])
-        self.scales_and_zeros = torch.cat([layer.scales_and_zeros for layer in layers], dim=1)
+        self.scales_and_zeros = None if layers[0].scales_and_zeros is None else \
+            torch.cat([layer.scales_and_zeros for layer in layers], dim=1)
 
 
 # projections that transformers' decoders apply to one and the same input
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
-# aten packs CPU int4 codes in blocks of 64 output rows on AVX-512 (32 on AVX2) and packs a
-# partial block differently, so stacked packed layers read as the packed stack only when
-# every layer fills whole blocks
-FUSE_ROW_MULTIPLE = 64
+# output rows per packed block: a tile of ours holds 4 rows; aten packs CPU int4 codes in blocks
+# of 64 output rows on AVX-512 (32 on AVX2) and a partial block differently
+FUSE_ROW_MULTIPLE = {"cpp": INT4_TILE_ROWS, "aten": 64}
 
 
 def fuse_sibling_projections(model: nn.Module) -> int:
@@ -164,14 +203,16 @@ def fuse_sibling_projections(model: nn.Module) -> int:
     for parent in model.modules():
         for names in SIBLINGS:
             layers = [getattr(parent, name, None) for name in names]
-            if not all(isinstance(layer, Int4Linear) and layer.kernel == "aten" for layer in layers) or \
-                    len({(layer.in_features, layer.group_size) for layer in layers}) > 1 or \
-                    any(layer.out_features % FUSE_ROW_MULTIPLE for layer in layers):
+            if not all(isinstance(layer, Int4Linear) and layer.kernel in CPU_KERNELS for layer in layers) or \
+                    len({(layer.in_features, layer.group_size, layer.kernel) for layer in layers}) > 1 or \
+                    any(layer.out_features % FUSE_ROW_MULTIPLE[layer.kernel] for layer in layers):
                 continue
             group, start = FusedInt4(layers), 0
+            rows_per_entry = INT4_TILE_ROWS if layers[0].kernel == "cpp" else 1  # rows per index of packed
             for layer in layers:
                 stop = start + layer.out_features
-                layer.packed, layer.fused = group.packed[start:stop], (group, start, stop)
+                layer.packed = group.packed[start // rows_per_entry:stop // rows_per_entry]
+                layer.fused = (group, start, stop)
                 start = stop
             groups += 1
     return groups
@@ -197,15 +238,15 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
 def _can_quantize(linear: nn.Linear, method: str, group_size: int, kernel: str) -> bool:
     if method == "int8":
         return True
-    n_ok = kernel == "triton" or linear.out_features % INT4_N_MULTIPLE == 0  # aten's packer needs n % 16
+    n_ok = kernel == "triton" or linear.out_features % INT4_N_MULTIPLE == 0  # the CPU packers need n % 16
     return n_ok and linear.in_features % group_size == 0
 
 
 def default_kernel(model: nn.Module) -> str:
-    """Triton on CUDA models, aten on CPU ones; other devices have no kernel here."""
+    """Triton on CUDA models, cpu_kernel() on CPU ones; other devices have no kernel here."""
     devices = {p.device.type for p in model.parameters()}
     if devices <= {"cpu"}:
-        return "aten"
+        return cpu_kernel()
     if devices == {"cuda"}:
         return "triton"
     raise ValueError(f"weight-only quantization runs on CPU or CUDA models, not on {sorted(devices)}")
@@ -290,16 +331,14 @@ def attach_dense_prefill(model: nn.Module) -> int:
     """Give each CPU int4 layer a dense copy of its weights (dense_prefill_dtype) for inputs of
     DENSE_MIN_ROWS rows or more (prompt chunks): there a dense GEMM beats the int4 kernel (at
     16 rows 0.14 against 0.20 ms in bf16, 0.37 against 0.64 ms in fp32 on AVX2); at one row
-    int4 wins (a quarter of the bytes). The copy is the kernel's own dequantisation: the
-    identity through the int4 kernel, so its values are the int4 weights rounded to bf16. It
-    costs 2 (bf16) or 4 (fp32) bytes per weight beside the 0.5 of int4."""
-    layers = [m for m in model.modules() if isinstance(m, Int4Linear) and m.kernel == "aten"]
+    int4 wins (a quarter of the bytes). The copy holds the weights the int4 kernel multiplies by
+    (Int4Linear.dequantized), in the dense dtype. It costs 2 (bf16) or 4 (fp32) bytes per weight
+    beside the 0.5 of int4."""
+    layers = [m for m in model.modules() if isinstance(m, Int4Linear) and m.kernel in CPU_KERNELS]
     dtype = dense_prefill_dtype()
     with torch.no_grad():
         for layer in layers:
-            eye = torch.eye(layer.in_features, dtype=ACT_DTYPE)
-            layer.dense = torch.ops.aten._weight_int4pack_mm_for_cpu(eye, layer.packed, layer.group_size,
-                                                                     layer.scales_and_zeros).t().to(dtype).contiguous()
+            layer.dense = layer.dequantized().to(dtype).contiguous()
     return len(layers)
 
 
@@ -312,7 +351,7 @@ def attach_dense_head(model: nn.Module) -> bool:
     """A bf16 copy of an int8 LM head's codes, for compiled decode steps of 2 or more rows
     (CompiledDecode), where native bf16 GEMMs make it the faster path: 2 bytes per head weight."""
     head = model.get_output_embeddings()
-    if not isinstance(head, Int8Linear) or head.kernel != "aten" or dense_prefill_dtype() != ACT_DTYPE \
+    if not isinstance(head, Int8Linear) or head.kernel not in CPU_KERNELS or dense_prefill_dtype() != ACT_DTYPE \
             or getattr(model.config, "model_type", None) not in PLAIN_HEAD_MODELS:
         return False
     head.dense_codes = head.codes.to(ACT_DTYPE)

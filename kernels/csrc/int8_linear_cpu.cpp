@@ -13,6 +13,7 @@
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
+#include "int16_rows.h"
 #include "prefetch.h"
 
 #include <algorithm>
@@ -24,8 +25,7 @@ namespace {
 
 constexpr int64_t kRows = 4;           // rows of x per pass over the codes
 constexpr int64_t kBlock = 4;          // output rows summed side by side
-constexpr float kInt16Max = 16383.f;  // x's int16 range; with |codes| <= 128 the int32 sums
-constexpr int64_t kMaxK = 16384;      // cannot overflow below this many input features
+constexpr int64_t kMaxK = 16384;      // int32 sums of int16 x and int8 codes cannot overflow below this
 constexpr int64_t kAheadRows = 8;     // rows of codes ahead that are prefetched
 
 #if defined(CPU_CAPABILITY_AVX512)
@@ -111,21 +111,11 @@ at::Tensor int8_linear(const at::Tensor& input, const at::Tensor& codes, const a
   const at::Tensor x = input.to(at::kFloat).contiguous(), w = codes.contiguous();
   const at::Tensor s = scales.to(at::kFloat).contiguous();
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  // each row of x to int16, with its own scale
-  std::vector<int16_t> xq(M * K);
-  std::vector<float> x_scales(M);
-  const float* xp = x.data_ptr<float>();
-  for (int64_t m = 0; m < M; ++m) {
-    float top = 0.f;
-    for (int64_t k = 0; k < K; ++k) top = std::max(top, std::abs(xp[m * K + k]));
-    x_scales[m] = top > 0.f ? top / kInt16Max : 1.f;
-    const float inverse = 1.f / x_scales[m];
-    for (int64_t k = 0; k < K; ++k) xq[m * K + k] = static_cast<int16_t>(std::nearbyint(xp[m * K + k] * inverse));
-  }
+  const Int16Rows xq = int16_rows(x.data_ptr<float>(), M, K, K);  // one scale per row
   at::Tensor out = at::empty({M, N}, x.options());
   for (int64_t m0 = 0; m0 < M; m0 += kRows) {
-    const int16_t* xr = xq.data() + m0 * K;
-    const float* xs = x_scales.data() + m0;
+    const int16_t* xr = xq.values.data() + m0 * K;
+    const float* xs = xq.scales.data() + m0;
     float* o = out.data_ptr<float>() + m0 * N;
     switch (std::min(kRows, M - m0)) {
       case 1: rows_pass<1>(xr, xs, w.data_ptr<int8_t>(), s.data_ptr<float>(), K, N, o); break;

@@ -8,15 +8,14 @@ from torch import nn
 from torch._inductor.utils import run_and_get_code
 
 from backends.engine.quantize import Int4Linear, fuse_sibling_projections
-from kernels.quantized_linear import int4_linear
 
 
 class Attention(nn.Module):
-    def __init__(self, hidden: int, kv: int, bias: bool):
+    def __init__(self, hidden: int, kv: int, bias: bool, kernel: str | None = None):
         super().__init__()
-        self.q_proj = Int4Linear.from_linear(nn.Linear(hidden, hidden, bias=bias), 32)
-        self.k_proj = Int4Linear.from_linear(nn.Linear(hidden, kv, bias=bias), 32)
-        self.v_proj = Int4Linear.from_linear(nn.Linear(hidden, kv, bias=bias), 32)
+        self.q_proj = Int4Linear.from_linear(nn.Linear(hidden, hidden, bias=bias), 32, kernel)
+        self.k_proj = Int4Linear.from_linear(nn.Linear(hidden, kv, bias=bias), 32, kernel)
+        self.v_proj = Int4Linear.from_linear(nn.Linear(hidden, kv, bias=bias), 32, kernel)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
@@ -27,14 +26,13 @@ def test_compiled_siblings_make_one_kernel_call_with_the_same_outputs():
     model = Attention(128, 64, bias=True)
     x = torch.randn(3, 128)
     with torch.inference_mode():
-        separate = [int4_linear(x, layer.packed, layer.scales_and_zeros, 32, layer.bias)
-                    for layer in (model.q_proj, model.k_proj, model.v_proj)]
+        separate = [layer.matmul(x) + layer.bias for layer in (model.q_proj, model.k_proj, model.v_proj)]
         assert fuse_sibling_projections(model) == 1
         eager = model(x)
         # CompiledDecode freezes the weights; the freezing pass is where the calls merge
         with torch._inductor.config.patch(freezing=True):
             compiled, code = run_and_get_code(torch.compile(model, fullgraph=True), x)
-    # inductor may call aten's kernel or its own wrapper of it (int4mm_packed_weight_cpu)
+    # our kernel, or aten's or inductor's wrapper of it (int4mm_packed_weight_cpu) without a compiler
     calls = sum(1 for line in "\n".join(code).splitlines() if "= torch.ops." in line and "int4" in line)
     assert calls == 1, code
     for ours, theirs in zip(eager, separate):
@@ -59,9 +57,17 @@ def test_layers_of_different_input_width_are_not_fused():
     assert fuse_sibling_projections(model) == 0 and model.gate_proj.fused is None
 
 
-def test_layers_that_fill_part_of_a_packing_block_are_not_fused():
+def test_aten_layers_that_fill_part_of_a_packing_block_are_not_fused():
     """AVX-512 packs 64 rows per block and a 32-row layer differently: the stacked codes
-    would give k and v wrong columns on such a CPU (seen: errors of ~2 against the layers)."""
-    model = Attention(128, 32, bias=False)
+    would give k and v wrong columns on such a CPU (seen: errors of ~2 against the layers).
+    Our tiles hold 4 rows each, so such layers fuse, with the same numbers."""
+    model = Attention(128, 32, bias=False, kernel="aten")
     assert fuse_sibling_projections(model) == 0
     assert all(layer.fused is None for layer in (model.q_proj, model.k_proj, model.v_proj))
+    ours, x = Attention(128, 32, bias=False), torch.randn(2, 128)
+    with torch.inference_mode():
+        separate = [layer.matmul(x) for layer in (ours.q_proj, ours.k_proj, ours.v_proj)]
+        assert fuse_sibling_projections(ours) == 1
+        group = ours.q_proj.fused[0]
+        stacked = ours.q_proj.matmul(x, group.packed)  # what a compiled step computes
+    assert torch.equal(torch.cat(separate, dim=-1), stacked)
