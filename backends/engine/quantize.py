@@ -37,9 +37,10 @@ reproduces them almost exactly while group 64 loses a lot (hence the default of 
 Quantizing the tied LM head (int8) drops the 108 MB fp32 table (int8 weights 210 -> 129 MB)
 for a small quality cost (perplexity 32.09 -> 32.16, teacher-forced agreement with fp32
 0.98 -> 0.96); its decode speed gain (the int8 head matmul is ~2.5x faster than fp32 at 8
-rows) stayed within run-to-run noise end to end. Prefill (many rows per matmul) is slower
-than fp32 with either format: the aten int kernels lose to fp32 GEMM beyond ~16 rows
-(measured 1536x576: 2x slower at 64 rows, on par at 16, ~2x faster at 1-8).
+rows) stayed within run-to-run noise end to end. Prefill (many rows per matmul) was slower
+than fp32 with either format on aten's int kernels: they lose to fp32 GEMM beyond ~16 rows
+(measured 1536x576: 2x slower at 64 rows, on par at 16, ~2x faster at 1-8); hence
+--int4-dense-prefill.
 """
 from __future__ import annotations
 
