@@ -161,7 +161,7 @@ class Int4Linear(nn.Module):
 
     def matmul(self, x: torch.Tensor, packed: torch.Tensor | None = None,
                scales_and_zeros: torch.Tensor | None = None) -> torch.Tensor:
-        """x times the int4 weights (these layer's, or those given) through the CPU kernel, no bias."""
+        """x times the int4 weights (this layer's, or those given) through the CPU kernel, no bias."""
         packed = self.packed if packed is None else packed
         if self.kernel == "cpp":
             return int4_tile_linear(x, packed, self.group_size)
