@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 from backends.models import cache_root
+from kernels.cpu_kernels import cpu_flags
 
 BASE_FLAGS = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
               "-DGGML_F16C=ON", "-DCMAKE_BUILD_TYPE=Release"]
@@ -22,13 +23,6 @@ def cmake_flags(cpu_flags: set[str]) -> list[str]:
     """AVX2 always; each AVX-512 extension only where the CPU has it (machines differ: an
     AVX2-only EPYC dies with "Illegal instruction" on an AVX-512 build)."""
     return BASE_FLAGS + [switch for flag, switch in AVX512_FLAGS.items() if flag in cpu_flags]
-
-
-def _cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
 
 
 def _source(root: Path) -> Path:
@@ -48,7 +42,7 @@ def llama_server() -> Path:
     root = cache_root() / "llama.cpp"
     root.mkdir(parents=True, exist_ok=True)
     source = _source(root)
-    flags = cmake_flags(_cpu_flags())
+    flags = cmake_flags(cpu_flags())
     build = "build-" + ("avx512" if "-DGGML_AVX512=ON" in flags else "avx2")  # one per CPU kind
     binary = source / build / "bin" / "llama-server"
     if binary.exists():
