@@ -112,17 +112,18 @@ def scales_and_mins(scales_and_zeros: torch.Tensor) -> tuple[torch.Tensor, torch
 def pack_int4_tiles(codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int) -> torch.Tensor:
     """int32 codes [n, k] with w = q * scale + min, scales and mins [n, k / group] -> our C++
     kernel's uint8 tiles [n / 4, k / group, 2 * group + 16]: per 4 output rows and group, the
-    rows' codes sub-block by sub-block (16 bytes hold 32 codes, code j in the low nibble of byte
-    j and code 16 + j in its high nibble, GGUF's Q4_1 order), then the 4 rows' fp16 (scale, min)
-    pairs: a Q4_1 block's own d and m, exactly. The kernel reads one stream of bytes, in order."""
+    rows' codes sub-block by sub-block (16 bytes hold 32 codes of a row, code j in the low nibble
+    of byte j and code 16 + j in its high nibble, GGUF's Q4_1 order), each sub-block as two halves
+    of 8 bytes with the 4 rows' halves side by side, then the 4 rows' fp16 (scale, min) pairs: a
+    Q4_1 block's own d and m, exactly. The kernel reads one stream of bytes, in order."""
     n, k = codes.shape
     if n % INT4_TILE_ROWS or k % group_size or group_size % 32:
         raise ValueError(f"int4 tiles need out_features % {INT4_TILE_ROWS} == 0 and in_features % group_size == 0 "
                          f"with groups of a multiple of 32, got [{n}, {k}] with groups of {group_size}")
     groups, per_group = k // group_size, group_size // 32
     sub = codes.to(torch.uint8).reshape(n, k // 32, 2, 16)
-    nibbles = (sub[:, :, 0] | (sub[:, :, 1] << 4)).reshape(n // 4, 4, groups, per_group, 16)
-    nibbles = nibbles.permute(0, 2, 3, 1, 4).reshape(n // 4, groups, per_group * 64)
+    nibbles = (sub[:, :, 0] | (sub[:, :, 1] << 4)).reshape(n // 4, 4, groups, per_group, 2, 8)
+    nibbles = nibbles.permute(0, 2, 3, 4, 1, 5).reshape(n // 4, groups, per_group * 64)
     pairs = torch.stack([scales, mins], dim=-1).to(torch.float16).view(torch.uint8)  # [n, groups, 4]
     pairs = pairs.reshape(n // 4, 4, groups, 4).permute(0, 2, 1, 3).reshape(n // 4, groups, 16)
     return torch.cat([nibbles, pairs], dim=-1).contiguous()
@@ -132,7 +133,8 @@ def unpack_int4_tiles(tiles: torch.Tensor, group_size: int) -> tuple[torch.Tenso
     """pack_int4_tiles' inverse: -> (codes int32 [n, k], scales fp32 [n, k / group], mins fp32 [n, k / group])."""
     blocks, groups = tiles.shape[:2]
     per_group, n = group_size // 32, blocks * INT4_TILE_ROWS
-    nibbles = tiles[..., :per_group * 64].reshape(blocks, groups, per_group, 4, 16).permute(0, 3, 1, 2, 4)
+    nibbles = tiles[..., :per_group * 64].reshape(blocks, groups, per_group, 2, 4, 8).permute(0, 4, 1, 2, 3, 5)
+    nibbles = nibbles.reshape(blocks, 4, groups, per_group, 16)
     codes = torch.stack([nibbles & 15, nibbles >> 4], dim=-2).reshape(n, groups * group_size).to(torch.int32)
     pairs = tiles[..., per_group * 64:].reshape(blocks, groups, 4, 4).permute(0, 2, 1, 3).reshape(n, groups, 4)
     pairs = pairs.contiguous().view(torch.float16).float()

@@ -5,14 +5,20 @@
 // aten's _weight_int4pack_mm_for_cpu turns every code into a float before its FMA; at one row
 // that conversion, not memory, bounds it: 73 us a call on a 2-core AVX2 EPYC, 8.7 ms of a
 // 15 ms batch-1 SmolLM2 step. Here x is rounded to int16 with a scale per group (int16_rows.h),
-// codes are widened to int16 (16 bytes hold a sub-block of 32 codes, as GGUF's Q4_1 lays them
-// out: low nibbles are codes 0-15, high nibbles 16-31), and vpmaddwd sums 16 pairs exactly in
-// int32. Only once per group does a sum meet its float scales. The weights lie in tiles of 4
-// output rows (quantized_linear.pack_int4_tiles), read as one stream in order; each pass over
-// them serves up to kRows rows of x. On AVX-512 each register holds two output rows, and with
-// VNNI one vpdpwssd sums the pairs; its floats round in the AVX2 version's order (same bits).
-// There, 112 calls of one SmolLM2 layer's shapes: 1 row 2.55 ms (its AVX2 code 3.04, aten 3.68);
-// 16 rows 17.2 ms (AVX2 code 19.9, aten 13.4: from 4 rows aten's kernel is as fast or faster).
+// codes are widened to int16 and vpmaddwd (vpdpwssd with AVX-512 VNNI) sums pairs exactly in
+// int32. Only once per group does a sum meet its float scales.
+//
+// The weights lie in tiles of 4 output rows (quantized_linear.pack_int4_tiles), read as one
+// stream in order; each pass over them serves up to kRows rows of x. A sub-block of 32 codes is
+// 16 bytes per row in GGUF's Q4_1 order (code t in the low nibble of byte t, code 16 + t in its
+// high nibble), split into two halves of 8 bytes, and the 4 rows' halves lie side by side. So
+// one widened load holds 8 codes of each of 4 rows (AVX-512) or 2 rows (AVX2), each 128-bit
+// lane one row, against 8 values of x broadcast to every lane; a row's sums end up in the 4
+// int32 of its lane, and each float step (convert, scale, add) serves 4 rows (or 2) at once.
+// Both versions round the same floats in the same order, so they give the same bits.
+// On a 2-core AVX-512 EPYC, 112 calls of one SmolLM2 layer's shapes at 1/2/4/8/16 rows:
+// 2.42/3.20/5.01/7.72/13.86 ms, aten 3.66/4.09/5.06/7.83/13.43 ms; with 16 bytes of one row
+// per sub-block and 2 rows a register, it was 2.56/3.49/5.00/8.69/15.99 ms.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -33,7 +39,11 @@ namespace {
 
 constexpr int64_t kSub = 32;          // codes per sub-block: 16 bytes
 constexpr int64_t kTileRows = 4;      // output rows per tile
-constexpr int64_t kRows = 4;          // rows of x per pass over the weights
+#if defined(CPU_CAPABILITY_AVX512)
+constexpr int64_t kRows = 8;  // rows of x per pass over the weights: their sums fit the 32 registers
+#else
+constexpr int64_t kRows = 4;
+#endif
 constexpr int64_t kAheadBytes = 512;  // how far ahead in the tile stream loads are asked for
 constexpr int64_t kMinChunk = 32768;  // weights per thread chunk at least: a fork costs a few us
 
@@ -48,96 +58,68 @@ struct Problem {
 template <int P>  // P: sub-blocks per group
 constexpr int64_t group_bytes() { return P * kTileRows * 16 + kTileRows * 4; }
 
+// a row's out value from the 4 float lanes of its 128-bit lane, in one fixed order
+inline float row_sum(const float* lanes) { return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]); }
 
 #if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
-inline float lane_sum(__m256 v) {
-  const __m128 half = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 pairs = _mm_add_ps(half, _mm_movehl_ps(half, half));
-  return _mm_cvtss_f32(_mm_add_ss(pairs, _mm_shuffle_ps(pairs, pairs, 1)));
-}
-#endif
-
 #if defined(CPU_CAPABILITY_AVX512)
-// exact int32 sums of int16 pairs, added to acc: one vpdpwssd where the CPU has VNNI
-inline __m512i pairs_add(__m512i acc, __m512i a, __m512i b) {
+constexpr int kRegs = 1;  // registers per tile: each holds all 4 rows
+using IntVec = __m512i;
+using FloatVec = __m512;
+// 8 bytes of each of the 4 rows, widened to int16
+inline IntVec load_codes(const uint8_t* p) { return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline IntVec broadcast_x(const int16_t* x) { return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
+inline IntVec low_nibbles(IntVec v) { return _mm512_and_si512(v, _mm512_set1_epi16(15)); }
+inline IntVec high_nibbles(IntVec v) { return _mm512_srli_epi16(v, 4); }
+inline IntVec int_zero() { return _mm512_setzero_si512(); }
+inline IntVec pairs_add(IntVec acc, IntVec a, IntVec b) {  // exact int32 sums of int16 pairs
 #ifdef __AVX512VNNI__
   return _mm512_dpwssd_epi32(acc, a, b);
 #else
   return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
 #endif
 }
-
-// As the AVX2 version below, with two output rows in each register: 32 bytes of a group hold
-// sub-block j of rows 2h and 2h + 1, so lanes 0-7 of a sum serve row 2h and lanes 8-15 row 2h + 1.
-template <int M, int P>
-void tile_dot(const Problem& p, int64_t tile, float* out) {
-  const __m512i low_nibbles = _mm512_set1_epi16(15);
-  const __m512i row_scale[2] = {_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
-                                _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6)};
-  const __m256i mins_first = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
-  const uint8_t* groups = p.tiles + tile * p.G * group_bytes<P>();
-  __m512 acc[M][2];
-  __m128 zero_acc[M];  // sum over groups of min * sum of x, one lane per output row
-  for (int m = 0; m < M; ++m) {
-    zero_acc[m] = _mm_setzero_ps();
-    acc[m][0] = acc[m][1] = _mm512_setzero_ps();
-  }
-  for (int64_t g = 0; g < p.G; ++g) {
-    const uint8_t* group = groups + g * group_bytes<P>();
-    prefetch_line(group + kAheadBytes);
-    const __m256 pairs = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + P * kTileRows * 16)));
-    const __m128 mins = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(pairs, mins_first));
-    __m512i sums[M][2];
-    for (int j = 0; j < P; ++j) {
-      __m512i low[2], high[2];
-      for (int h = 0; h < 2; ++h) {
-        const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + j * 64 + h * 32)));
-        low[h] = _mm512_and_si512(bytes, low_nibbles);
-        high[h] = _mm512_srli_epi16(bytes, 4);
-      }
-      for (int m = 0; m < M; ++m) {
-        const int16_t* x = p.xq + m * p.K + (g * P + j) * kSub;
-        const __m512i x_low = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-        const __m512i x_high = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
-        for (int h = 0; h < 2; ++h) {
-          const __m512i first = j == 0 ? _mm512_setzero_si512() : sums[m][h];
-          sums[m][h] = pairs_add(pairs_add(first, low[h], x_low), high[h], x_high);
-        }
-      }
-    }
-    const __m512 scales[2] = {_mm512_permutexvar_ps(row_scale[0], _mm512_castps256_ps512(pairs)),
-                              _mm512_permutexvar_ps(row_scale[1], _mm512_castps256_ps512(pairs))};
-    for (int m = 0; m < M; ++m) {
-      zero_acc[m] = _mm_fmadd_ps(mins, _mm_set1_ps(p.x_sums[m * p.G + g]), zero_acc[m]);
-      const __m512 x_scale = _mm512_set1_ps(p.x_scales[m * p.G + g]);
-      for (int h = 0; h < 2; ++h)
-        // the AVX2 version's order of rounding, so both give the same bits
-        acc[m][h] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums[m][h]), x_scale), scales[h], acc[m][h]);
-    }
-  }
-  for (int m = 0; m < M; ++m) {
-    float zero_terms[kTileRows];
-    _mm_storeu_ps(zero_terms, zero_acc[m]);
-    for (int h = 0; h < 2; ++h) {
-      const __m512 v = acc[m][h];
-      out[m * p.N + tile * kTileRows + 2 * h] = lane_sum(_mm512_castps512_ps256(v)) + zero_terms[2 * h];
-      out[m * p.N + tile * kTileRows + 2 * h + 1] = lane_sum(_mm512_extractf32x8_ps(v, 1)) + zero_terms[2 * h + 1];
-    }
-  }
+inline FloatVec float_zero() { return _mm512_setzero_ps(); }
+inline FloatVec broadcast(float v) { return _mm512_set1_ps(v); }
+inline FloatVec scale_add(IntVec sums, FloatVec x_scale, FloatVec scales, FloatVec acc) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(sums), x_scale), scales, acc);
 }
-#elif defined(CPU_CAPABILITY_AVX2)
+// pairs holds (scale, min) of the 4 rows: each row's scale in the 4 lanes of its 128-bit lane
+inline FloatVec row_scales(__m256 pairs, int) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6), _mm512_castps256_ps512(pairs));
+}
+inline void store(float* p, FloatVec v) { _mm512_storeu_ps(p, v); }
+#else
+constexpr int kRegs = 2;  // rows 0-1, rows 2-3
+using IntVec = __m256i;
+using FloatVec = __m256;
+inline IntVec load_codes(const uint8_t* p) { return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline IntVec broadcast_x(const int16_t* x) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))); }
+inline IntVec low_nibbles(IntVec v) { return _mm256_and_si256(v, _mm256_set1_epi16(15)); }
+inline IntVec high_nibbles(IntVec v) { return _mm256_srli_epi16(v, 4); }
+inline IntVec int_zero() { return _mm256_setzero_si256(); }
+inline IntVec pairs_add(IntVec acc, IntVec a, IntVec b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+inline FloatVec float_zero() { return _mm256_setzero_ps(); }
+inline FloatVec broadcast(float v) { return _mm256_set1_ps(v); }
+inline FloatVec scale_add(IntVec sums, FloatVec x_scale, FloatVec scales, FloatVec acc) {
+  return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), x_scale), scales, acc);
+}
+inline FloatVec row_scales(__m256 pairs, int r) {  // rows 2r and 2r + 1
+  return _mm256_permutevar8x32_ps(pairs, _mm256_setr_epi32(4 * r, 4 * r, 4 * r, 4 * r, 4 * r + 2, 4 * r + 2, 4 * r + 2, 4 * r + 2));
+}
+inline void store(float* p, FloatVec v) { _mm256_storeu_ps(p, v); }
+#endif
+constexpr int64_t kRegBytes = 32 / kRegs;  // code bytes per register: 8 of each row it holds
 
-// out[m, n0 + b] for the tile's 4 output rows; P sub-blocks per group
 template <int M, int P>
 void tile_dot(const Problem& p, int64_t tile, float* out) {
-  const __m256i low_nibbles = _mm256_set1_epi16(15);
   const __m256i mins_first = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
   const uint8_t* groups = p.tiles + tile * p.G * group_bytes<P>();
-  __m256 acc[M][kTileRows];
+  FloatVec acc[M][kRegs];
   __m128 zero_acc[M];  // sum over groups of min * sum of x, one lane per output row
   for (int m = 0; m < M; ++m) {
     zero_acc[m] = _mm_setzero_ps();
-    for (int b = 0; b < kTileRows; ++b) acc[m][b] = _mm256_setzero_ps();
+    for (int r = 0; r < kRegs; ++r) acc[m][r] = float_zero();
   }
   for (int64_t g = 0; g < p.G; ++g) {
     const uint8_t* group = groups + g * group_bytes<P>();
@@ -145,34 +127,33 @@ void tile_dot(const Problem& p, int64_t tile, float* out) {
     // the 4 rows' fp16 (scale, min) pairs: scale 0, min 0, scale 1, ...
     const __m256 pairs = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + P * kTileRows * 16)));
     const __m128 mins = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(pairs, mins_first));
-    for (int m = 0; m < M; ++m) zero_acc[m] = _mm_fmadd_ps(mins, _mm_set1_ps(p.x_sums[m * p.G + g]), zero_acc[m]);
-    __m256 x_scale[M];
-    for (int m = 0; m < M; ++m) x_scale[m] = _mm256_set1_ps(p.x_scales[m * p.G + g]);
-    for (int b = 0; b < kTileRows; ++b) {
-      __m256i sums[M];  // exact int32 sums over the group, 8 lanes a row
-      for (int j = 0; j < P; ++j) {
-        const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + (j * kTileRows + b) * 16));
-        const __m256i bytes = _mm256_cvtepu8_epi16(packed);
-        const __m256i low = _mm256_and_si256(bytes, low_nibbles);  // codes 0-15 of the sub-block
-        const __m256i high = _mm256_srli_epi16(bytes, 4);          // codes 16-31
-        for (int m = 0; m < M; ++m) {
-          const int16_t* x = p.xq + m * p.K + (g * P + j) * kSub;
-          const __m256i dot = _mm256_add_epi32(
-              _mm256_madd_epi16(low, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))),
-              _mm256_madd_epi16(high, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16))));
-          sums[m] = j == 0 ? dot : _mm256_add_epi32(sums[m], dot);
-        }
+    IntVec sums[M][kRegs];
+    for (int m = 0; m < M; ++m)
+      for (int r = 0; r < kRegs; ++r) sums[m][r] = int_zero();
+    for (int h = 0; h < 2 * P; ++h) {  // half h of sub-block h / 2: codes 8 * (h % 2) + 0..7 and 16 more
+      IntVec low[kRegs], high[kRegs];
+      for (int r = 0; r < kRegs; ++r) {
+        const IntVec codes = load_codes(group + h * 32 + r * kRegBytes);
+        low[r] = low_nibbles(codes);
+        high[r] = high_nibbles(codes);
       }
-      const __m256 scale = _mm256_permutevar8x32_ps(pairs, _mm256_set1_epi32(2 * b));
-      for (int m = 0; m < M; ++m)
-        acc[m][b] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sums[m]), x_scale[m]), scale, acc[m][b]);
+      for (int m = 0; m < M; ++m) {
+        const int16_t* x = p.xq + m * p.K + g * P * kSub + (h / 2) * kSub + (h % 2) * 8;
+        const IntVec x_low = broadcast_x(x), x_high = broadcast_x(x + 16);
+        for (int r = 0; r < kRegs; ++r) sums[m][r] = pairs_add(pairs_add(sums[m][r], low[r], x_low), high[r], x_high);
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      zero_acc[m] = _mm_fmadd_ps(mins, _mm_set1_ps(p.x_sums[m * p.G + g]), zero_acc[m]);
+      const FloatVec x_scale = broadcast(p.x_scales[m * p.G + g]);
+      for (int r = 0; r < kRegs; ++r) acc[m][r] = scale_add(sums[m][r], x_scale, row_scales(pairs, r), acc[m][r]);
     }
   }
   for (int m = 0; m < M; ++m) {
-    float zero_terms[kTileRows];
+    float lanes[16], zero_terms[kTileRows];
+    for (int r = 0; r < kRegs; ++r) store(lanes + r * 16 / kRegs, acc[m][r]);  // row b: lanes 4b..4b+3
     _mm_storeu_ps(zero_terms, zero_acc[m]);
-    for (int b = 0; b < kTileRows; ++b)
-      out[m * p.N + tile * kTileRows + b] = lane_sum(acc[m][b]) + zero_terms[b];
+    for (int b = 0; b < kTileRows; ++b) out[m * p.N + tile * kTileRows + b] = row_sum(lanes + 4 * b) + zero_terms[b];
   }
 }
 #else
@@ -186,10 +167,11 @@ void tile_dot(const Problem& p, int64_t tile, float* out) {
         const uint8_t* group = groups + g * group_bytes<P>();
         const int16_t* x = p.xq + m * p.K + g * P * kSub;
         int32_t dot = 0;
-        for (int j = 0; j < P; ++j)
-          for (int t = 0; t < 16; ++t) {
-            const uint8_t byte = group[(j * kTileRows + b) * 16 + t];
-            dot += int32_t{byte & 15} * x[j * kSub + t] + int32_t{byte >> 4} * x[j * kSub + 16 + t];
+        for (int h = 0; h < 2 * P; ++h)  // byte t of this half is byte 8 * (h % 2) + t of the row's 16
+          for (int t = 0; t < 8; ++t) {
+            const uint8_t byte = group[h * 32 + b * 8 + t];
+            const int64_t k = (h / 2) * kSub + (h % 2) * 8 + t;
+            dot += int32_t{byte & 15} * x[k] + int32_t{byte >> 4} * x[k + 16];
           }
         uint16_t pair[2];  // the row's fp16 (scale, min)
         std::memcpy(pair, group + P * kTileRows * 16 + b * 4, 4);
@@ -215,7 +197,15 @@ void rows_pass(const Problem& p, int64_t rows, float* out) {
     case 1: rows_pass<1, P>(p, out); break;
     case 2: rows_pass<2, P>(p, out); break;
     case 3: rows_pass<3, P>(p, out); break;
+    case 4: rows_pass<4, P>(p, out); break;
+#if defined(CPU_CAPABILITY_AVX512)
+    case 5: rows_pass<5, P>(p, out); break;
+    case 6: rows_pass<6, P>(p, out); break;
+    case 7: rows_pass<7, P>(p, out); break;
+    default: rows_pass<8, P>(p, out); break;
+#else
     default: rows_pass<4, P>(p, out); break;
+#endif
   }
 }
 

@@ -37,7 +37,7 @@ def test_tiles_hold_the_codes_and_fp16_scales_and_mins(group):
     assert torch.equal(got_scales, scales.half().float()) and torch.equal(got_mins, mins.half().float())
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 17])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 8, 17])
 @pytest.mark.parametrize("out_features,in_features,group", [(4, 64, 32), (96, 576, 32), (40, 1536, 32),
                                                             (24, 192, 64)])
 def test_int4_kernel_is_within_the_int16_rounding_of_the_fp32_product(rows, out_features, in_features, group):
