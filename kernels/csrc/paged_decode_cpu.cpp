@@ -68,19 +68,59 @@ inline void prefetch_row(const T* cache, const int64_t* rows, int64_t i, int64_t
   for (int64_t byte = 0; byte < D * static_cast<int64_t>(sizeof(T)); byte += 64) prefetch_line(row + byte);
 }
 
+// acc[j] = the lane-wise products of q_j and the key, summed over the head dim's Vec-wide slices
+template <int G, typename T>
+inline int64_t key_lanes(const float* q, const T* key, int64_t D, Vec* acc) {
+  for (int j = 0; j < G; ++j) acc[j] = Vec(0.f);
+  int64_t d = 0;
+  for (; d + Vec::size() <= D; d += Vec::size()) {
+    const Vec k = load_floats(key + d);
+    for (int j = 0; j < G; ++j) acc[j] = at::vec::fmadd(Vec::loadu(q + j * D + d), k, acc[j]);
+  }
+  return d;
+}
+
+#if defined(CPU_CAPABILITY_AVX512)
+// out[i] = the sum of the 16 lanes of v[i], for 16 vectors at once: a tree of pairwise sums that
+// costs about 3 instructions per vector, against about 9 for each vector's own reduction. With
+// SmolLM2's 3 query heads per KV head, those reductions were half of the scoring's instructions:
+// bf16 pool, batch 16, 450 positions, 280-300 -> 190-240 us a layer on a 2-core AVX-512 EPYC.
+inline __m512 lane_sums16(const __m512* v) {
+  __m512 t[8], u[4];
+  for (int i = 0; i < 8; ++i)  // per 128-bit lane: v[2i] at 0 and 2, v[2i+1] at 1 and 3
+    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane: v[4i] .. v[4i + 3]
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
+  const __m512 w23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, 0x88), _mm512_shuffle_f32x4(w01, w23, 0xDD));
+}
+#endif
+
 // scores[j * n + i] = q_j . key_i for the G query heads, each key loaded once for all of them
 template <int G, typename T>
 void score_keys(const float* q, const T* k_cache, const int64_t* rows, int64_t n, int64_t D, float* scores) {
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(CPU_CAPABILITY_AVX512)
+  if (D % Vec::size() == 0) {  // 16 keys at a time, their lanes summed together
+    for (; i + 16 <= n; i += 16) {
+      __m512 lanes[G][16];
+      for (int64_t key = 0; key < 16; ++key) {
+        prefetch_row(k_cache, rows, i + key + kAhead, n, D);
+        Vec acc[G];
+        key_lanes<G>(q, k_cache + rows[i + key], D, acc);
+        for (int j = 0; j < G; ++j) lanes[j][key] = acc[j];
+      }
+      for (int j = 0; j < G; ++j) _mm512_storeu_ps(scores + j * n + i, lane_sums16(lanes[j]));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
     prefetch_row(k_cache, rows, i + kAhead, n, D);
     const T* key = k_cache + rows[i];
     Vec acc[G];
-    for (int j = 0; j < G; ++j) acc[j] = Vec(0.f);
-    int64_t d = 0;
-    for (; d + Vec::size() <= D; d += Vec::size()) {
-      const Vec k = load_floats(key + d);
-      for (int j = 0; j < G; ++j) acc[j] = at::vec::fmadd(Vec::loadu(q + j * D + d), k, acc[j]);
-    }
+    const int64_t d = key_lanes<G>(q, key, D, acc);
     for (int j = 0; j < G; ++j) {
       float dot = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc[j]);
       for (int64_t e = d; e < D; ++e) dot += q[j * D + e] * static_cast<float>(key[e]);
