@@ -139,7 +139,7 @@ def gemm_peak_flops(device: torch.device, dtype: torch.dtype, size: int = 2048, 
 def build_engine(args, device: torch.device, dtype: torch.dtype) -> LLMEngine:
     config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=64,
                           kv_cache_bytes=2 << 30, device=device.type, dtype=str(dtype).split(".")[-1],
-                          cuda_graphs=args.cuda_graphs)
+                          cuda_graphs=args.cuda_graphs, compile_decode=args.compile, kv_cache_dtype=args.kv_cache_dtype)
     if args.model in ARCHITECTURES:
         return LLMEngine(config, model=random_model(args.model, device, dtype, args.seed))
     return LLMEngine(config)
@@ -215,6 +215,8 @@ def main() -> None:
                         help="default: bfloat16 on CUDA, float32 on CPU")
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="decode CUDA graphs (default: on for CUDA)")
+    parser.add_argument("--compile", action="store_true", help="compiled decode steps on CPU (the worker's --compile)")
+    parser.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16"], default="auto", help="the worker's --kv-cache-dtype")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the throughput run")
     parser.add_argument("--single-stream-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=64)
@@ -279,7 +281,7 @@ def main() -> None:
     result["engine_achieved_gflops"] = round(work["flops"] / work["busy_s"] / 1e9, 1)
     result["workload"] = {"model": args.model, "dtype": str(dtype), "requests": args.requests, "rate_per_s": args.rate, "seed": args.seed,
                           "prompt_tokens": sum(map(len, prompts)), "output_tokens": sum(out_lens),
-                          "static_batch": args.static_batch,
+                          "static_batch": args.static_batch, "compile": args.compile, "kv_cache_dtype": args.kv_cache_dtype,
                           "max_num_batched_tokens": args.max_num_batched_tokens, "threads": torch.get_num_threads()}
     result["notes"] = ("TTFT from scheduled arrival; tokens_per_s = output tokens / (last token - first arrival); "
                        "gemm_peak_fraction = engine matmul FLOPs (non-embedding weights per computed token + LM head "
