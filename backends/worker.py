@@ -22,6 +22,7 @@ from aiohttp import web  # noqa: E402
 
 from .engine.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
+from .engine.device import KV_CACHE_DTYPES  # noqa: E402
 from .engine.llm_engine import LLMEngine  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
                              "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
-    parser.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16"], default="auto",
+    parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
                         help="CPU: bfloat16 halves the KV bytes of an fp32 model (what each decode step reads), "
                              "as llama.cpp's f16 cache; greedy output may then differ from fp32 now and then")
     parser.add_argument("--block-size", type=int, default=16)

@@ -43,7 +43,7 @@ from transformers import AutoTokenizer  # noqa: E402
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
 from backends.models import model_dir  # noqa: E402
-from backends.engine.device import resolve_device, resolve_dtype  # noqa: E402
+from backends.engine.device import KV_CACHE_DTYPES, resolve_device, resolve_dtype  # noqa: E402
 from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream  # noqa: E402
 from benchmarks.engine_llamacpp_peer import run_llamacpp  # noqa: E402
 from benchmarks.engine_models import ARCHITECTURES, random_model, random_prompt  # noqa: E402
@@ -217,7 +217,7 @@ def main() -> None:
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="decode CUDA graphs (default: on for CUDA)")
     parser.add_argument("--compile", action="store_true", help="compiled decode steps on CPU (the worker's --compile)")
-    parser.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16"], default="auto", help="the worker's --kv-cache-dtype")
+    parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto", help="the worker's --kv-cache-dtype")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the throughput run")
     parser.add_argument("--single-stream-tokens", type=int, default=128)
     parser.add_argument("--requests", type=int, default=64)

@@ -19,6 +19,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
+from backends.engine.device import KV_CACHE_DTYPES  # noqa: E402
 from backends.engine.llm_engine import LLMEngine  # noqa: E402
 from benchmarks.streaming_load import synthetic_prompts  # noqa: E402
 
@@ -39,7 +40,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="compiled decode steps (the worker's --compile)")
     parser.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     parser.add_argument("--int4-dense-prefill", action="store_true", help="the worker's --int4-dense-prefill")
-    parser.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16"], default="auto", help="the worker's --kv-cache-dtype")
+    parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto", help="the worker's --kv-cache-dtype")
     parser.add_argument("--engine-thread", action="store_true",
                         help="time the steps on a second thread, as the worker's engine loop runs them "
                              "(run with and without OMP_WAIT_POLICY=ACTIVE to see libgomp's throttled spin)")

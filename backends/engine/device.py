@@ -28,6 +28,10 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+# the choices of the worker's --kv-cache-dtype (and of the benchmarks that run the engine as it does)
+KV_CACHE_DTYPES = ("auto", "bfloat16")
+
+
 def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, device: torch.device) -> torch.dtype:
     """The KV pool's dtype: the model's unless `name` says bfloat16 (CPU only). A bf16 pool under
     an fp32 model halves the bytes that each decode step reads from it, as llama.cpp's f16
