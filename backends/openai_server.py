@@ -11,6 +11,7 @@ from wire import sse
 from webwire.errors import error_middleware, read_json_object
 from wire.errors import OpenAIError, bad_request
 from wire.requests import GenerationParams, parse_chat, parse_completion
+from wire.token_ids import check_token_ids
 
 from .engine.async_engine import AsyncEngine
 from .engine.grammar import GrammarError
@@ -43,6 +44,8 @@ class WorkerAPI:
         self.model_name = model_name
         self.default_max_tokens = default_max_tokens
         self.generation_defaults = _model_defaults(engine)
+        # the ids both the tokenizer and the model's logits know: the bound on ids a request names
+        self.vocab_size = min(len(engine.tokenizer), engine.engine.model.config.get_text_config().vocab_size)
         self.metrics = WorkerMetrics(engine, model_name)
         self.started = int(time.time())
 
@@ -60,7 +63,8 @@ class WorkerAPI:
         has_chat = bool(getattr(self.engine.tokenizer, "chat_template", None))
         card = {"id": self.model_name, "object": "model", "created": self.started, "owned_by": "tiergate",
                 "capabilities": {"tools": has_chat, "structured_outputs": True, "logprobs": True, "n": True,
-                                 "embeddings": False, "max_context_tokens": self.engine.engine.max_model_len},
+                                 "embeddings": False, "max_context_tokens": self.engine.engine.max_model_len,
+                                 "vocab_size": self.vocab_size},
                 "generation_defaults": self.generation_defaults}
         return web.json_response({"object": "list", "data": [card]})
 
@@ -77,18 +81,17 @@ class WorkerAPI:
         if not getattr(self.engine.tokenizer, "chat_template", None):
             raise bad_request(f"model {self.model_name!r} has no chat template; use /v1/completions",
                               param="model", code="chat_not_supported")
+        check_token_ids(req.params, self.vocab_size, where=f"model {self.model_name!r}")
         grammar = self._grammar(output_grammar, req.params)
         return await self._serve(request, chat_prompt_ids(self.engine.tokenizer, req), req.params, True, grammar)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         req = parse_completion(await read_json_object(request))
         self._check_model(req.model)
+        check_token_ids(req.params, self.vocab_size, req.prompt, where=f"model {self.model_name!r}")
         prompt_ids = req.prompt if isinstance(req.prompt, list) else self.engine.tokenizer.encode(req.prompt)
         if not prompt_ids:
             raise bad_request("the prompt encodes to no tokens", param="prompt")
-        vocab = len(self.engine.tokenizer)
-        if any(t >= vocab for t in prompt_ids):
-            raise bad_request(f"prompt token ids must be below the vocabulary size {vocab}", param="prompt")
         return await self._serve(request, prompt_ids, req.params, False, self._grammar(output_grammar, req.params))
 
     # -- shared generation path -----------------------------------------------------------

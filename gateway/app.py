@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webwire.errors import error_middleware
+from webwire.errors import REQUEST_ID, error_middleware
 
 from . import dropin, handlers
 from .console import routes as console
@@ -24,6 +24,7 @@ async def tiergate_headers(request: web.Request, handler):
     """x-request-id and x-tiergate-* on every answer, and the per-request metric."""
     ctx = RequestContext(request.headers.get("x-request-id"))
     request[CTX] = ctx
+    request[REQUEST_ID] = ctx.request_id  # what a 500's body names
     response = await handler(request)
     if not response.prepared:  # streamed answers set these themselves before the first byte
         response.headers.update(ctx.headers())

@@ -53,6 +53,9 @@ class Timeouts:
 class Failover:
     max_attempts: int = setting(3, "Upstream attempts per request, across workers and tiers.", minimum=1)
     escalate: bool = setting(True, "After the tier's workers fail, try the next tier up.")
+    retry_budget_percent: float = setting(20.0, "Retries in flight may be at most this share of the requests "
+                                                "opening an upstream (Envoy's retry budget).", minimum=0)
+    min_retry_concurrency: int = setting(3, "Retries in flight allowed whatever the budget says.", minimum=0)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,10 @@ class Health:
 
 @dataclass(frozen=True)
 class Breaker:
-    failure_threshold: int = setting(3, "Consecutive failures that open a worker's breaker.", minimum=1)
+    failure_threshold: int = setting(3, "Consecutive worker faults that open a worker's breaker: connection "
+                                        "errors, timeouts, 502/503/504, and other 5xx that another worker "
+                                        "did not repeat. A 4xx, or a 5xx every worker gives, is the request's.",
+                                     minimum=1)
     open_s: float = setting(5.0, "How long an open breaker stays open before a half-open trial.", above=0)
 
 

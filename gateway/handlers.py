@@ -60,15 +60,19 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     state = request.app[STATE]
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     ctx = request[CTX]
-    if body is None:
-        body = await _read_body(request, config.limits.max_body_bytes)
-    parsed = _parse(kind, body)
     policy = state.policy
-    tenant = tenant or policy.authenticate(request.headers.get("Authorization"))
-    ctx.tenant = tenant.name
     embedding = kind == "embeddings"
-    route = plan_embeddings_route(state, config, tenant, parsed) if embedding else \
-        plan_route(state, config, tenant, parsed, body)
+    try:
+        if body is None:
+            body = await _read_body(request, config.limits.max_body_bytes)
+        parsed = _parse(kind, body)
+        tenant = tenant or policy.authenticate(request.headers.get("Authorization"))
+        ctx.tenant = tenant.name
+        route = plan_embeddings_route(state, config, tenant, parsed) if embedding else \
+            plan_route(state, config, tenant, parsed, body)
+    except OpenAIError as refusal:
+        await _count_refusal(policy, request, tenant, refusal)
+        raise
     ctx.tier, ctx.model = route.tier.name, route.tier.model
     max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
     cap = route.decision.max_tokens_cap
@@ -82,6 +86,25 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     await finish(outcome, Admitted(ctx, route, admission, sample),
                  Sinks(config, policy, state.activity, state.quality))
     return outcome.deliver()
+
+
+async def _count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
+    """A refused request still counts against its tenant's request rate, so a flood of bad
+    requests is limited like any other: past the limit its 429 replaces the refusal."""
+    if refusal.status in (401, 429) or refusal.status >= 500:
+        return
+    if tenant is None:
+        try:
+            tenant = policy.authenticate(request.headers.get("Authorization"))
+        except OpenAIError:
+            return  # no tenant to count it against
+    ctx = request[CTX]
+    ctx.tenant = tenant.name
+    try:
+        await policy.admit(tenant, ctx.request_id, 0, 0)
+    except OpenAIError as limit:
+        if limit.status == 429:
+            raise limit from None
 
 
 async def route_dry_run(request: web.Request) -> web.Response:

@@ -35,6 +35,8 @@ class _Metrics:
         self.upstream_errors = Counter("tiergate_upstream_errors_total", "Failed upstream attempts",
                                        ["tier", "backend", "kind"])
         self.retries = Counter("tiergate_retries_total", "Attempts retried on another worker", ["tier"])
+        self.retries_refused = Counter("tiergate_retries_refused_total", "Retries the retry budget refused",
+                                       ["tier"])
         self.escalations = Counter("tiergate_escalations_total", "Requests moved to the next tier up",
                                    ["from_tier", "to_tier"])
         self.affinity = Counter("tiergate_affinity_total", "Prefix-affinity outcomes", ["tier", "result"])

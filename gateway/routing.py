@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from policies.decision import Decision, RouteRequest, Signal
 from wire.capabilities import needs_of
 from wire.errors import OpenAIError
+from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
 from .affinity import prefix_keys
@@ -78,8 +79,22 @@ def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRe
     tier = config.tier(decision.tier_name)
     if tier is None:
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
+    _check_token_ids(state, config, tier, parsed)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
                  prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated)
+
+
+def _check_token_ids(state, config: Config, tier: Tier, parsed: ChatRequest | CompletionRequest) -> None:
+    """Token ids the request names must exist in every tier it may reach (its own, and those a
+    failover escalates to), as far as their workers' cards state a vocabulary."""
+    prompt = getattr(parsed, "prompt", None)
+    if not named_token_ids(parsed.params, prompt):
+        return
+    reach = [tier] + ([t for t in config.tiers if t.level > tier.level] if config.failover.escalate else [])
+    for each in reach:
+        vocab = state.capabilities[each.name].vocab_size if each.name in state.capabilities else None
+        if vocab is not None:
+            check_token_ids(parsed.params, vocab, prompt, where=f"tier {each.name!r}")
 
 
 def upstream_body(body: dict, tier: Tier, decision: Decision, stream: bool, default_max_tokens: int) -> bytes:

@@ -24,6 +24,7 @@ from .policy_seam import build_policy_service
 from .pool import Pools
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
+from .retry_budget import RetryBudget
 from .tier_capabilities import by_tier, read_card
 from .upstream import open_upstream
 
@@ -44,6 +45,7 @@ class GatewayState:
         self.policy = None
         self.session: aiohttp.ClientSession | None = None
         self.client_timeout = self._timeout(config)
+        self.retry_budget = RetryBudget()  # shared by every request of this process, re-asks included
         self._tasks: list[asyncio.Task] = []
         self._config_mtime = self._mtime()
         self.quality = QualityMonitor(lambda: self.config, self.classifiers, partial(open_upstream, self))

@@ -1,13 +1,16 @@
 """Getting an answer started from some worker: pick, send, and fail over.
 
-Connection errors, timeouts and 5xx before anything reached the client are retried on
-another worker of the tier, then (if configured) on the next tier up, within
-failover.max_attempts. Non-streamed answers are read whole inside the attempt; streamed
-ones until their first bytes, so the client sees nothing from a failed attempt.
+Worker faults (connection errors, timeouts, 502/503/504) are retried on another worker of the
+tier, then (if configured) on the next tier up, within failover.max_attempts and the retry
+budget. Any other 5xx is retried once: if a second worker fails the same way, the request is
+at fault and neither worker is blamed (see `_attempt_until_answered`). Non-streamed answers are
+read whole inside the attempt; streamed ones until their first bytes, so the client sees
+nothing from a failed attempt.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -21,12 +24,14 @@ from .config import Config, Tier
 from .context import RequestContext
 from .metrics import METRICS
 from .pool import Backend
+from .retry_budget import RetryBudget
 from .routing import Route, upstream_body
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
 # failure to fail over from, never a verdict to pass on as if the client's key were wrong.
 GATEWAY_CREDENTIALS_REFUSED = (401, 403)
+GATEWAY_FAILURES = (502, 503, 504)  # the worker or the way to it failed, whatever the request was
 MAX_ERROR_BODY = 64 * 1024
 PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
 
@@ -71,65 +76,140 @@ async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str
 async def open_upstream(state, config: Config, ctx: RequestContext, route: Route, path: str,
                         body: dict, stream: bool, attempts: Attempts | None = None) -> Opened:
     attempts = attempts or Attempts(route.tier)
+    state.retry_budget.active += 1
+    try:
+        return await _attempt_until_answered(state, config, ctx, route, path, body, stream, attempts)
+    finally:
+        state.retry_budget.active -= 1
+
+
+async def _attempt_until_answered(state, config: Config, ctx: RequestContext, route: Route, path: str,
+                                  body: dict, stream: bool, attempts: Attempts) -> Opened:
+    """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
+    gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
+    a second worker answers: success convicts the first worker, the same status again acquits
+    both and hands the error to the client as the request's."""
     tier, tried, last_error = route.tier, set(), "no worker available"
+    suspect: _Suspect | None = None
     payloads: dict[str, bytes] = {}
     headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
                "x-tiergate-priority": route.decision.priority}
-    while attempts.count < config.failover.max_attempts:
-        pick, keys = await choose(state, config, route, tier, tried)
-        if pick is None:
-            higher = config.next_tier_up(tier) if config.failover.escalate else None
-            if higher is None:
-                break
-            METRICS.escalations.labels(tier.name, higher.name).inc()
-            tier = higher
-            continue
-        if attempts.count:
-            METRICS.retries.labels(tier.name).inc()
-        attempts.count, attempts.tier = attempts.count + 1, tier
-        backend = pick.backend
-        tried.add(backend.url)
-        _record_affinity(tier, pick.affinity, bool(keys))
-        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
-        if tier.name not in payloads:
-            payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
-                                               config.limits.default_max_tokens)
-        backend.on_pick(time.monotonic())
-        started = time.perf_counter()
-        response = None
-        try:
-            response = await state.session.post(backend.url + path, data=payloads[tier.name],
-                                                 headers={**headers, **backend.auth_headers},
-                                                 timeout=state.client_timeout)
-            if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
-                await response.content.read(MAX_ERROR_BODY)
-                raise _UpstreamStatus(response.status)
-            data = await (response.read() if not stream or response.status != 200 else _first_bytes(response))
-        except asyncio.CancelledError:  # client went away: drop the upstream request too
-            backend.on_done()
-            backend.probing = False  # a cancelled half-open probe proves nothing either way
-            if response is not None:
-                response.close()
-            raise
-        except (*RETRYABLE, _UpstreamStatus) as exc:
-            ctx.upstream_s += time.perf_counter() - started
-            backend.on_done()
-            backend.on_failure(time.monotonic(), config.breaker)
-            if response is not None:
-                response.close()
-            kind = exc.kind if isinstance(exc, _UpstreamStatus) else type(exc).__name__
-            METRICS.upstream_errors.labels(tier.name, backend.label, kind).inc()
-            last_error = f"{backend.label}: {exc}"
-            continue
-        ctx.upstream_s += time.perf_counter() - started
-        backend.on_success()
-        if keys and response.status == 200:
-            state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
-        return Opened(tier, backend, response, data)
+    retry = _RetrySlot(state.retry_budget)
+    try:
+        while attempts.count < config.failover.max_attempts:
+            pick, keys = await choose(state, config, route, tier, tried)
+            if pick is None:
+                higher = config.next_tier_up(tier) if config.failover.escalate else None
+                if higher is None:
+                    break
+                METRICS.escalations.labels(tier.name, higher.name).inc()
+                tier = higher
+                continue
+            if attempts.count:
+                if not retry.take(config.failover):
+                    METRICS.retries_refused.labels(tier.name).inc()
+                    last_error += " (retry budget spent)"
+                    break
+                METRICS.retries.labels(tier.name).inc()
+            attempts.count, attempts.tier = attempts.count + 1, tier
+            backend = pick.backend
+            tried.add(backend.url)
+            _record_affinity(tier, pick.affinity, bool(keys))
+            ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
+            if tier.name not in payloads:
+                payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
+                                                   config.limits.default_max_tokens)
+            try:
+                opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
+                                     {**headers, **backend.auth_headers}, stream)
+            except _UpstreamStatus as exc:
+                last_error = f"{backend.label}: {exc}"
+                if not exc.suspect:
+                    backend.on_failure(time.monotonic(), config.breaker)
+                    continue
+                backend.probing = False  # a half-open probe that proved nothing either way
+                if suspect is not None and suspect.status == exc.status:
+                    raise _request_fault(exc, attempts.count) from None
+                suspect = suspect or _Suspect(backend, exc.status)
+                continue
+            except RETRYABLE as exc:
+                backend.on_failure(time.monotonic(), config.breaker)
+                last_error = f"{backend.label}: {exc}"
+                continue
+            if suspect is not None and opened.response.status == 200:
+                suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
+            backend.on_success()
+            if keys and opened.response.status == 200:
+                state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
+            return opened
+    finally:
+        retry.release()
     # a worker is retried once its breaker half-opens or the next health check passes
     retry_after = max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s)))
     raise OpenAIError(503, f"no upstream worker could answer after {attempts.count} attempt(s); last error: {last_error}",
                       code="upstream_unavailable", headers={"Retry-After": str(retry_after)})
+
+
+async def _send(state, ctx: RequestContext, tier: Tier, backend: Backend, path: str, payload: bytes,
+                headers: dict, stream: bool) -> Opened:
+    """One attempt on one worker: its whole answer (or a stream's first bytes), or the failure."""
+    backend.on_pick(time.monotonic())
+    started = time.perf_counter()
+    response = None
+    try:
+        response = await state.session.post(backend.url + path, data=payload, headers=headers,
+                                             timeout=state.client_timeout)
+        if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
+            raise _UpstreamStatus(response.status, await response.content.read(MAX_ERROR_BODY))
+        data = await (response.read() if not stream or response.status != 200 else _first_bytes(response))
+    except asyncio.CancelledError:  # client went away: drop the upstream request too
+        backend.on_done()
+        backend.probing = False  # a cancelled half-open probe proves nothing either way
+        if response is not None:
+            response.close()
+        raise
+    except (*RETRYABLE, _UpstreamStatus) as exc:
+        ctx.upstream_s += time.perf_counter() - started
+        backend.on_done()
+        if response is not None:
+            response.close()
+        kind = exc.kind if isinstance(exc, _UpstreamStatus) else type(exc).__name__
+        METRICS.upstream_errors.labels(tier.name, backend.label, kind).inc()
+        raise
+    ctx.upstream_s += time.perf_counter() - started
+    return Opened(tier, backend, response, data)
+
+
+@dataclass
+class _Suspect:
+    backend: Backend
+    status: int
+
+
+class _RetrySlot:
+    """This request's place among the retries in flight (taken on its first retry, kept to the end)."""
+
+    def __init__(self, budget: RetryBudget):
+        self.budget, self.held = budget, False
+
+    def take(self, failover) -> bool:
+        if not self.held:
+            if not self.budget.allows(failover):
+                return False
+            self.budget.retrying += 1
+            self.held = True
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            self.budget.retrying -= 1
+            self.held = False
+
+
+def _request_fault(exc: "_UpstreamStatus", attempts: int) -> OpenAIError:
+    """Two workers failed this request the same way: the request's fault, not theirs."""
+    return OpenAIError(400, f"the request failed the same way on {attempts} workers (HTTP {exc.status}): "
+                            f"{exc.upstream_message}", code="request_failed_upstream")
 
 
 async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:
@@ -140,6 +220,21 @@ async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:
 
 
 class _UpstreamStatus(Exception):
-    def __init__(self, status: int):
-        super().__init__(f"upstream answered HTTP {status}")
+    def __init__(self, status: int, body: bytes):
+        self.status = status
+        self.upstream_message = _error_message(body)
+        super().__init__(f"upstream answered HTTP {status}: {self.upstream_message}")
         self.kind = f"http_{status}"
+        # a worker fault for sure (Envoy's gateway errors; a refused key), else a suspicion to check
+        self.suspect = status not in GATEWAY_FAILURES and status not in GATEWAY_CREDENTIALS_REFUSED
+
+
+def _error_message(body: bytes) -> str:
+    """The upstream's OpenAI error message, else the start of its body."""
+    try:
+        message = json.loads(body)["error"]["message"]
+        if isinstance(message, str):
+            return message[:500]
+    except (ValueError, KeyError, TypeError):
+        pass
+    return body[:200].decode(errors="replace") or "(empty body)"

@@ -193,11 +193,16 @@ class _Tiers:
         common = [m for m in lacking_somewhere[0] if all(m in other for other in lacking_somewhere)]
         lacking = (common or lacking_somewhere[0])[0]
         param = needs.param_for(lacking)
-        where = f"tier {self.names[index]!r}" if index is not None else "no tier available to this request"
         if lacking == CONTEXT:
-            return OpenAIError(400, f"the request needs about {needs.context_tokens} tokens of context, more than "
-                               f"{where} holds", param=param, code="context_length_exceeded")
-        return OpenAIError(400, f"'{param}' needs the {lacking!r} capability, which {where} has",
+            windows = [caps.max_context_tokens for i in pool
+                       if (caps := self.request.capabilities.get(self.names[i])) and caps.max_context_tokens]
+            where = f"tier {self.names[index]!r} holds" if index is not None else \
+                "the largest window of the tiers this request may use holds"
+            return OpenAIError(400, f"the request needs about {needs.context_tokens} tokens of context (its prompt "
+                               f"plus 'max_tokens'); {where} {max(windows, default=0)}", param=param,
+                               code="context_length_exceeded")
+        where = f"tier {self.names[index]!r} lacks" if index is not None else "no tier this request may use has"
+        return OpenAIError(400, f"'{param}' needs the {lacking!r} capability, which {where}",
                            param=param, code="unsupported_parameter")
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 
 from aiohttp import web
 
@@ -10,9 +12,31 @@ from wire.errors import OpenAIError, bad_request, parse_json_object
 
 log = logging.getLogger("wire.errors")  # the logger name operators already filter on
 
+# The request's id, set by whoever assigns one (the gateway's context); else the caller's
+# x-request-id when it looks like one, else a new one. 500s carry it in the body and the log.
+REQUEST_ID = web.RequestKey("tiergate_request_id", str)
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+# Exceptions that only a request's content raises on our paths (text no encoder takes, nesting
+# past the recursion limit, a number past a C type): a 400, though nothing checked it earlier.
+_INPUT_FAULTS = {
+    UnicodeError: "the request holds text that cannot be encoded",
+    RecursionError: "the request nests too deeply",
+    OverflowError: "a number in the request is out of range",
+}
+
 
 def error_response(err: OpenAIError) -> web.Response:
     return web.json_response(err.body(), status=err.status, headers=err.headers)
+
+
+def request_id(request: web.Request) -> str:
+    assigned = request.get(REQUEST_ID)
+    if assigned:
+        return assigned
+    given = request.headers.get("x-request-id", "")
+    request[REQUEST_ID] = given if _CLIENT_ID.match(given) else "req-" + os.urandom(12).hex()
+    return request[REQUEST_ID]
 
 
 @web.middleware
@@ -30,9 +54,17 @@ async def error_middleware(request: web.Request, handler):
         return error_response(OpenAIError(exc.status, message, code=code))
     except json.JSONDecodeError:
         return error_response(bad_request("request body is not valid JSON", code="invalid_json"))
-    except Exception:  # the last line of defence: log it, answer with a plain 500 body
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response(OpenAIError(500, "internal server error", type="server_error"))
+    except tuple(_INPUT_FAULTS) as exc:
+        rid = request_id(request)
+        message = next(text for kind, text in _INPUT_FAULTS.items() if isinstance(exc, kind))
+        log.warning("request %s on %s %s refused: %s: %s", rid, request.method, request.path,
+                    type(exc).__name__, exc)
+        return error_response(bad_request(f"{message} (request id {rid})", code="invalid_request"))
+    except Exception:  # a server fault: log it with the request id, answer a plain 500 body
+        rid = request_id(request)
+        log.exception("unhandled error on %s %s (request id %s)", request.method, request.path, rid)
+        return error_response(OpenAIError(500, f"internal server error (request id {rid})", type="server_error",
+                                          code="internal_error", headers={"x-request-id": rid}))
 
 
 async def read_json_object(request: web.Request) -> dict:

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 # The boolean capabilities, and the request parameter that asks for each (named in 400s).
 FEATURES = ("tools", "structured_outputs", "logprobs", "n", "embeddings")
 CONTEXT = "max_context_tokens"
+VOCAB = "vocab_size"  # token ids the model reads: the bound on logit_bias, stop_token_ids, prompt ids
+SIZES = (CONTEXT, VOCAB)
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class Capabilities:
     n: bool | None = None
     embeddings: bool | None = None
     max_context_tokens: int | None = None
+    vocab_size: int | None = None
 
     def over(self, learned: "Capabilities") -> "Capabilities":
         """These values where stated, `learned` ones elsewhere (the config wins over the worker)."""
@@ -55,8 +58,9 @@ def intersect(cards: list[Capabilities]) -> Capabilities:
     values: dict[str, Any] = {}
     for name in FEATURES:
         values[name] = True if all(getattr(c, name) is True for c in cards) else None
-    windows = [c.max_context_tokens for c in cards]
-    values[CONTEXT] = None if None in windows else min(windows)
+    for name in SIZES:
+        sizes = [getattr(c, name) for c in cards]
+        values[name] = None if None in sizes else min(sizes)
     return Capabilities(**values)
 
 
@@ -68,7 +72,7 @@ def from_mapping(data: Any, where: str) -> Capabilities:
     """Validate a `capabilities` mapping (a worker's card or a config section)."""
     if not isinstance(data, Mapping):
         raise CapabilityCardError(f"{where}: must be a mapping")
-    unknown = set(data) - set(FEATURES) - {CONTEXT}
+    unknown = set(data) - set(FEATURES) - set(SIZES)
     if unknown:
         raise CapabilityCardError(f"{where}.{sorted(unknown)[0]}: unknown capability")
     values: dict[str, Any] = {}
@@ -77,10 +81,11 @@ def from_mapping(data: Any, where: str) -> Capabilities:
         if value is not None and not isinstance(value, bool):
             raise CapabilityCardError(f"{where}.{name}: must be true or false, got {value!r}")
         values[name] = value
-    window = data.get(CONTEXT)
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-        raise CapabilityCardError(f"{where}.{CONTEXT}: must be an integer >= 1, got {window!r}")
-    values[CONTEXT] = window
+    for name in SIZES:
+        size = data.get(name)
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise CapabilityCardError(f"{where}.{name}: must be an integer >= 1, got {size!r}")
+        values[name] = size
     return Capabilities(**values)
 
 
@@ -92,7 +97,7 @@ def from_models_card(card: Any) -> Capabilities:
     if not isinstance(stated, Mapping):
         return Capabilities()
     try:  # a worker may state more than routing reads (e.g. dimensions): only ours are checked
-        return from_mapping({k: v for k, v in stated.items() if k in FEATURES or k == CONTEXT}, "capabilities")
+        return from_mapping({k: v for k, v in stated.items() if k in FEATURES or k in SIZES}, "capabilities")
     except CapabilityCardError:
         return Capabilities()  # a card we cannot read states nothing we may rely on
 

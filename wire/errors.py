@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from .unicode import lone_surrogate_path
+
 _TYPE_BY_STATUS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -46,4 +48,8 @@ def parse_json_object(raw: bytes) -> dict:
         raise bad_request("request body is not valid JSON", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("request body must be a JSON object", code="invalid_json")
+    where = lone_surrogate_path(raw, body)
+    if where is not None:
+        raise bad_request(f"'{where}' holds a lone UTF-16 surrogate, which is not text and cannot be encoded",
+                          param=where, code="invalid_text")
     return body

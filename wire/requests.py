@@ -15,6 +15,9 @@ from .structured import (FunctionTool, ResponseFormat, ToolChoice, parse_paralle
                          parse_response_format, parse_tool_choice, parse_tools)
 
 MAX_STOP_STRINGS = 16
+MAX_STOP_TOKEN_IDS = 256
+MAX_INT = 2**31 - 1  # no count or length the engine takes is larger
+SEED_RANGE = (-2**63, 2**63 - 1)  # a 64-bit seed, OpenAI's type; the engine's generator takes it whole
 
 
 @dataclass
@@ -73,13 +76,12 @@ def _number(body: dict, name: str, default: float | None, lo: float, hi: float) 
     return float(value)
 
 
-def _int(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
+def _int(body: dict, name: str, lo: int, hi: int = MAX_INT) -> int | None:
     value = body.get(name)
     if value is None:
         return None
-    if not _is_int(value) or value < lo or (hi is not None and value > hi):
-        bound = f" and at most {hi}" if hi is not None else ""
-        raise bad_request(f"'{name}' must be an integer of at least {lo}{bound}", param=name)
+    if not _is_int(value) or not lo <= value <= hi:
+        raise bad_request(f"'{name}' must be an integer from {lo} to {hi}", param=name)
     return value
 
 
@@ -112,8 +114,10 @@ def parse_params(body: dict, chat: bool) -> GenerationParams:
     if not isinstance(stop, list) or len(stop) > MAX_STOP_STRINGS or not all(isinstance(s, str) and s for s in stop):
         raise bad_request(f"'stop' must be a non-empty string or a list of at most {MAX_STOP_STRINGS} of them", param="stop")
     stop_ids = body.get("stop_token_ids") or []
-    if not isinstance(stop_ids, list) or not all(_is_int(t) and t >= 0 for t in stop_ids):
-        raise bad_request("'stop_token_ids' must be a list of token ids", param="stop_token_ids")
+    if not isinstance(stop_ids, list) or len(stop_ids) > MAX_STOP_TOKEN_IDS \
+            or not all(_is_int(t) and 0 <= t <= MAX_INT for t in stop_ids):
+        raise bad_request(f"'stop_token_ids' must be a list of at most {MAX_STOP_TOKEN_IDS} token ids",
+                          param="stop_token_ids")
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", param="stream_options")
@@ -124,9 +128,7 @@ def parse_params(body: dict, chat: bool) -> GenerationParams:
     include_usage = options.get("include_usage", False)
     if not isinstance(include_usage, bool):
         raise bad_request("'stream_options.include_usage' must be a boolean", param="stream_options")
-    seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
-        raise bad_request("'seed' must be an integer", param="seed")
+    seed = _int(body, "seed", *SEED_RANGE)
     tools = parse_tools(body) if chat else []
     return GenerationParams(
         surface=parse_sampling_surface(body, chat),
@@ -160,7 +162,7 @@ def parse_completion(body: dict) -> CompletionRequest:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
-    if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+    if isinstance(prompt, list) and prompt and all(_is_int(t) and 0 <= t <= MAX_INT for t in prompt):
         pass
     elif not isinstance(prompt, str) or not prompt:
         raise bad_request("'prompt' must be a non-empty string (or one list of token ids)", param="prompt")

@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .errors import bad_request
+from .schema_limits import check_schema_limits
 
 MAX_TOOLS = 128
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -46,6 +47,7 @@ class ToolChoice:
 def _schema(value, param: str) -> dict:
     if not isinstance(value, dict):
         raise bad_request(f"'{param}' must be a JSON Schema object", param=param)
+    check_schema_limits(value, param)
     try:
         Draft202012Validator.check_schema(value)
     except SchemaError as exc:
