@@ -25,6 +25,7 @@ class FakeUpstream:
         self.chunk_delay_s = chunk_delay_s
         self.delay_s = 0.0  # before answering
         self.fail_status: int | None = None  # answer every generation with this status
+        self.poison: str | None = None  # a generation whose body holds this text gets a 500 (a worker bug)
         self.healthy = True
         self.hang = False  # accept, then never answer
         self.cut_after: int | None = None  # streamed: drop the connection after this many chunks
@@ -100,6 +101,9 @@ class FakeUpstream:
             await asyncio.sleep(self.delay_s)
         if self.fail_status:
             return self._failing()
+        if self.poison and self.poison in json.dumps(body):
+            return web.json_response({"error": {"message": f"{self.name} tripped on the request", "type": "server_error",
+                                                "param": None, "code": None}}, status=500)
         if body.get("model") == "reject-me":
             return web.json_response({"error": {"message": "model rejected upstream", "type": "invalid_request_error",
                                                 "param": "model", "code": "model_not_found"}}, status=404)

@@ -66,8 +66,8 @@ class LiveStack:
         return self
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-                timeout: float = 15.0) -> Response:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+                timeout: float = 15.0, port: int | None = None) -> Response:
+        conn = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=timeout)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             answer = conn.getresponse()
