@@ -53,9 +53,10 @@ class Timeouts:
 class Failover:
     max_attempts: int = setting(3, "Upstream attempts per request, across workers and tiers.", minimum=1)
     escalate: bool = setting(True, "After the tier's workers fail, try the next tier up.")
-    retry_budget_percent: float = setting(20.0, "Retries in flight may be at most this share of the requests "
-                                                "opening an upstream (Envoy's retry budget).", minimum=0)
-    min_retry_concurrency: int = setting(3, "Retries in flight allowed whatever the budget says.", minimum=0)
+    retry_budget_percent: float = setting(20.0, "Retries over the last 10 s may be at most this share of the "
+                                                "requests over them, plus the reserve below.", minimum=0)
+    min_retries_per_s: float = setting(10.0, "Retries a second allowed whatever the traffic (the budget's "
+                                             "reserve, so a quiet gateway still fails over).", minimum=0)
 
 
 @dataclass(frozen=True)

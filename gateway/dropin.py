@@ -19,7 +19,7 @@ from wire.responses_request import responses_to_chat
 from wire.sse import named_event
 
 from . import response_store
-from .handlers import STATE, _generate, _read_body
+from .handlers import STATE, _generate, _read_body, count_refusal
 
 
 def _frames(events) -> bytes:
@@ -67,9 +67,13 @@ async def responses(request: web.Request) -> web.StreamResponse:
     body = await _read_body(request, config.limits.max_body_bytes)
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
     previous = body.get("previous_response_id")
-    history = (await response_store.load_history(state.redis, config, tenant.name, previous)
-               if isinstance(previous, str) and previous else None)
-    translation = responses_to_chat(body, history)
+    try:
+        history = (await response_store.load_history(state.redis, config, tenant.name, previous)
+                   if isinstance(previous, str) and previous else None)
+        translation = responses_to_chat(body, history)
+    except OpenAIError as refusal:
+        await count_refusal(state.policy, request, tenant, refusal)
+        raise
     if state.redis is None and translation.store:  # nowhere to keep it: say so in the answer's `store`
         body, translation.store = {**body, "store": False}, False
 
@@ -112,7 +116,11 @@ async def messages(request: web.Request) -> web.StreamResponse:
         body = await _read_body(request, state.config.limits.max_body_bytes)
         key = request.headers.get("x-api-key")
         tenant = state.policy.authenticate(request.headers.get("Authorization") or (f"Bearer {key}" if key else None))
-        chat = messages_to_chat(body)
+        try:
+            chat = messages_to_chat(body)
+        except OpenAIError as refusal:
+            await count_refusal(state.policy, request, tenant, refusal)
+            raise
         answer = await _generate(request, "chat", body=chat, tenant=tenant, shaper=MessagesShaper(body["model"]))
     except OpenAIError as err:
         return _anthropic_error(err.status, err.message, err.headers)

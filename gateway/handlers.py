@@ -71,7 +71,7 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
         route = plan_embeddings_route(state, config, tenant, parsed) if embedding else \
             plan_route(state, config, tenant, parsed, body)
     except OpenAIError as refusal:
-        await _count_refusal(policy, request, tenant, refusal)
+        await count_refusal(policy, request, tenant, refusal)
         raise
     ctx.tier, ctx.model = route.tier.name, route.tier.model
     max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
@@ -88,7 +88,7 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     return outcome.deliver()
 
 
-async def _count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
+async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
     """A refused request still counts against its tenant's request rate, so a flood of bad
     requests is limited like any other: past the limit its 429 replaces the refusal."""
     if refusal.status in (401, 429) or refusal.status >= 500:

@@ -24,7 +24,6 @@ from .config import Config, Tier
 from .context import RequestContext
 from .metrics import METRICS
 from .pool import Backend
-from .retry_budget import RetryBudget
 from .routing import Route, upstream_body
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
@@ -75,75 +74,63 @@ async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str
 
 async def open_upstream(state, config: Config, ctx: RequestContext, route: Route, path: str,
                         body: dict, stream: bool, attempts: Attempts | None = None) -> Opened:
-    attempts = attempts or Attempts(route.tier)
-    state.retry_budget.active += 1
-    try:
-        return await _attempt_until_answered(state, config, ctx, route, path, body, stream, attempts)
-    finally:
-        state.retry_budget.active -= 1
-
-
-async def _attempt_until_answered(state, config: Config, ctx: RequestContext, route: Route, path: str,
-                                  body: dict, stream: bool, attempts: Attempts) -> Opened:
     """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
     gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
     a second worker answers: success convicts the first worker, the same status again acquits
     both and hands the error to the client as the request's."""
+    attempts = attempts or Attempts(route.tier)
+    state.retry_budget.on_request()
     tier, tried, last_error = route.tier, set(), "no worker available"
     suspect: _Suspect | None = None
     payloads: dict[str, bytes] = {}
     headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
                "x-tiergate-priority": route.decision.priority}
-    retry = _RetrySlot(state.retry_budget)
-    try:
-        while attempts.count < config.failover.max_attempts:
-            pick, keys = await choose(state, config, route, tier, tried)
-            if pick is None:
-                higher = config.next_tier_up(tier) if config.failover.escalate else None
-                if higher is None:
-                    break
-                METRICS.escalations.labels(tier.name, higher.name).inc()
-                tier = higher
-                continue
-            if attempts.count:
-                if not retry.take(config.failover):
-                    METRICS.retries_refused.labels(tier.name).inc()
-                    last_error += " (retry budget spent)"
-                    break
-                METRICS.retries.labels(tier.name).inc()
-            attempts.count, attempts.tier = attempts.count + 1, tier
-            backend = pick.backend
-            tried.add(backend.url)
-            _record_affinity(tier, pick.affinity, bool(keys))
-            ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
-            if tier.name not in payloads:
-                payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
-                                                   config.limits.default_max_tokens)
-            try:
-                opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
-                                     {**headers, **backend.auth_headers}, stream)
-            except _UpstreamStatus as exc:
-                last_error = f"{backend.label}: {exc}"
-                if not exc.suspect:
-                    backend.on_failure(time.monotonic(), config.breaker)
-                    continue
-                backend.probing = False  # a half-open probe that proved nothing either way
-                if suspect is not None and suspect.status == exc.status:
-                    raise _request_fault(exc, attempts.count) from None
-                suspect = suspect or _Suspect(backend, exc.status)
-                continue
-            except RETRYABLE as exc:
+    while attempts.count < config.failover.max_attempts:
+        pick, keys = await choose(state, config, route, tier, tried)
+        if pick is None:
+            higher = config.next_tier_up(tier) if config.failover.escalate else None
+            if higher is None:
+                break
+            METRICS.escalations.labels(tier.name, higher.name).inc()
+            tier = higher
+            continue
+        if attempts.count:
+            if not state.retry_budget.try_retry(config.failover):
+                METRICS.retries_refused.labels(tier.name).inc()
+                last_error += " (retry budget spent)"
+                break
+            METRICS.retries.labels(tier.name).inc()
+        attempts.count, attempts.tier = attempts.count + 1, tier
+        backend = pick.backend
+        tried.add(backend.url)
+        _record_affinity(tier, pick.affinity, bool(keys))
+        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
+        if tier.name not in payloads:
+            payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
+                                               config.limits.default_max_tokens)
+        try:
+            opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
+                                 {**headers, **backend.auth_headers}, stream)
+        except _UpstreamStatus as exc:
+            last_error = f"{backend.label}: {exc}"
+            if not exc.suspect:
                 backend.on_failure(time.monotonic(), config.breaker)
-                last_error = f"{backend.label}: {exc}"
                 continue
-            if suspect is not None and opened.response.status == 200:
-                suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
-            backend.on_success()
-            if keys and opened.response.status == 200:
-                state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
-            return opened
-    finally:
-        retry.release()
+            backend.probing = False  # a half-open probe that proved nothing either way
+            if suspect is not None and suspect.status == exc.status:
+                raise _request_fault(exc, attempts.count) from None
+            suspect = suspect or _Suspect(backend, exc.status)
+            continue
+        except RETRYABLE as exc:
+            backend.on_failure(time.monotonic(), config.breaker)
+            last_error = f"{backend.label}: {exc}"
+            continue
+        if suspect is not None and opened.response.status == 200:
+            suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
+        backend.on_success()
+        if keys and opened.response.status == 200:
+            state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
+        return opened
     # a worker is retried once its breaker half-opens or the next health check passes
     retry_after = max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s)))
     raise OpenAIError(503, f"no upstream worker could answer after {attempts.count} attempt(s); last error: {last_error}",
@@ -184,26 +171,6 @@ async def _send(state, ctx: RequestContext, tier: Tier, backend: Backend, path: 
 class _Suspect:
     backend: Backend
     status: int
-
-
-class _RetrySlot:
-    """This request's place among the retries in flight (taken on its first retry, kept to the end)."""
-
-    def __init__(self, budget: RetryBudget):
-        self.budget, self.held = budget, False
-
-    def take(self, failover) -> bool:
-        if not self.held:
-            if not self.budget.allows(failover):
-                return False
-            self.budget.retrying += 1
-            self.held = True
-        return True
-
-    def release(self) -> None:
-        if self.held:
-            self.budget.retrying -= 1
-            self.held = False
 
 
 def _request_fault(exc: "_UpstreamStatus", attempts: int) -> OpenAIError:

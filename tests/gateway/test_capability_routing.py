@@ -108,3 +108,24 @@ async def test_no_capable_tier_at_all_is_a_400(fakes, gateway, redis_prefix):
             await client.chat.completions.create(model="auto", messages=HI,
                                                  response_format={"type": "json_object"})
     assert err.value.body["param"] == "response_format" and "no tier" in err.value.body["message"]
+
+
+@pytest.mark.parametrize("escalate", [True, False])
+async def test_token_ids_must_fit_every_tier_the_request_may_reach(fakes, gateway, redis_prefix, escalate):
+    (small, small_url), (large, large_url) = await fakes(2)
+    small.capabilities, large.capabilities = {"vocab_size": 1000}, {"vocab_size": 500}
+    gw = await gateway(base_config([tier("small", 1, [small_url]), tier("large", 2, [large_url])], redis_prefix,
+                                   failover={"escalate": escalate}))
+    await wait_for(lambda: gw.state.capabilities["large"].vocab_size == 500, timeout_s=10.0)
+    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as err:  # past the chosen tier's own vocabulary
+            await client.chat.completions.create(model="small", messages=HI, logit_bias={"1000": 1})
+        assert err.value.body["param"] == "logit_bias" and "tier 'small'" in err.value.body["message"]
+        fits_small_only = dict(model="small", messages=HI, stop=None, extra_body={"stop_token_ids": [700]})
+        if escalate:  # a failover could take it to `large`, which has no token 700
+            with pytest.raises(openai.BadRequestError) as err:
+                await client.chat.completions.create(**fits_small_only)
+            assert err.value.body["param"] == "stop_token_ids" and "tier 'large'" in err.value.body["message"]
+        else:
+            assert (await client.chat.completions.create(**fits_small_only)).choices[0].message.content
+    assert small.served == (0 if escalate else 1) and large.served == 0

@@ -64,7 +64,7 @@ def test_worker_card_shows_capabilities_and_generation_defaults(stack):
     with urllib.request.urlopen(stack.worker_urls[0] + "/v1/models") as response:
         card = json.load(response)["data"][0]
     assert card["capabilities"] == {"tools": True, "structured_outputs": True, "logprobs": True, "n": True,
-                                    "embeddings": False, "max_context_tokens": 8192}
+                                    "embeddings": False, "max_context_tokens": 8192, "vocab_size": 49152}
     assert card["generation_defaults"] == {}  # SmolLM2's generation config sets no sampling defaults
 
 

@@ -8,7 +8,9 @@ import time
 import openai
 import pytest
 
+from gateway.config import Failover
 from gateway.metrics import METRICS
+from gateway.retry_budget import WINDOW_S, RetryBudget
 from tests.gateway.gw_helpers import base_config, tier
 
 HI = [{"role": "user", "content": "hi"}]
@@ -86,7 +88,7 @@ async def test_retry_budget_refuses_retries_past_its_share(fakes, gateway, redis
     (bad, bad_url), (good, good_url) = await fakes(2)
     bad.fail_status = 502
     gw = await gateway(base_config([tier("t", 1, [bad_url, good_url])], redis_prefix,
-                                   failover={"retry_budget_percent": 0, "min_retry_concurrency": 0},
+                                   failover={"retry_budget_percent": 0, "min_retries_per_s": 0},
                                    breaker={"failure_threshold": 100, "open_s": 30}))
     refused = METRICS.retries_refused.labels("t")._value.get()
     outcomes = set()
@@ -100,4 +102,15 @@ async def test_retry_budget_refuses_retries_past_its_share(fakes, gateway, redis
                 outcomes.add("refused")
     assert outcomes == {"ok", "refused"} and len(bad.seen) >= 1
     assert METRICS.retries_refused.labels("t")._value.get() > refused
-    assert gw.state.retry_budget.active == 0 and gw.state.retry_budget.retrying == 0
+
+
+def test_retry_budget_is_a_share_of_recent_requests_plus_a_reserve():
+    now = [100.0]
+    budget = RetryBudget(clock=lambda: now[0])
+    policy = Failover(retry_budget_percent=20, min_retries_per_s=0.5)  # reserve: 5 retries per window
+    assert sum(budget.try_retry(policy) for _ in range(10)) == 5  # a quiet gateway still fails over
+    for _ in range(50):
+        budget.on_request()
+    assert sum(budget.try_retry(policy) for _ in range(20)) == 10  # 20% of 50 on top of the reserve
+    now[0] += WINDOW_S  # everything counted has left the window
+    assert sum(budget.try_retry(policy) for _ in range(10)) == 5
