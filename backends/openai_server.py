@@ -15,6 +15,7 @@ from wire.token_ids import check_token_ids
 
 from .engine.async_engine import AsyncEngine
 from .engine.grammar import GrammarError
+from .engine.length_guard import FormatNeedsMoreTokens
 from .engine.llm_engine import RequestTooLargeError
 from .engine.scheduler import QueueFullError
 from .models import model_dir
@@ -24,7 +25,7 @@ from .serving.prompting import chat_prompt_ids
 from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
 from .serving.timing import RequestTimer
-from .serving.tool_grammar import output_grammar, uses_tools
+from .serving.tool_grammar import output_grammar, output_shape, uses_tools
 from .worker_metrics import WorkerMetrics
 
 MAX_BODY_BYTES = 8 << 20
@@ -118,7 +119,9 @@ class WorkerAPI:
     async def _serve(self, request: web.Request, prompt_ids: list[int], params: GenerationParams, chat: bool,
                      grammar: str | None):
         timer = RequestTimer(self.metrics)
-        sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar)
+        shape = output_shape(params) if grammar is not None else None
+        sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar,
+                                   shape)
         opened = []
         try:
             opened = await open_streams(self.engine, prompt_ids, per_choice(sampling, params.n), params.stop)
@@ -128,6 +131,9 @@ class WorkerAPI:
             return await respond(request, opened, choices, params, chat, timer)
         except RequestTooLargeError as exc:
             raise bad_request(str(exc), param="max_tokens", code="context_length_exceeded") from None
+        except FormatNeedsMoreTokens as exc:
+            raise bad_request(f"{exc}; raise max_tokens to at least {exc.needed}", param="max_tokens",
+                              code="max_tokens_too_small") from None
         except GrammarError as exc:
             raise bad_request(str(exc), param=_format_param(params)) from None
         except QueueFullError as exc:

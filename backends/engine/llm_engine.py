@@ -6,6 +6,7 @@ from .block_manager import BlockManager
 from .config import EngineConfig
 from .device import resolve_device, resolve_dtype
 from .grammar import GrammarCompiler
+from .length_guard import LengthGuard
 from .model_runner import ModelRunner, load_model
 from .quantize import quantize_model
 from .proposers import DraftModelProposer, NgramProposer
@@ -87,6 +88,8 @@ class LLMEngine:
             if self.grammars is None:
                 raise ValueError("constrained decoding needs the engine's tokenizer")
             seq.matcher = self.grammars.matcher(params.grammar)  # raises GrammarError (a ValueError)
+            if params.shape is not None and params.close_in_budget:  # raises FormatNeedsMoreTokens
+                seq.guard = LengthGuard(params.shape, self.grammars.ll_tokenizer(), seq.matcher, params.max_tokens)
         return seq
 
     def add(self, seq: Sequence) -> Sequence:
@@ -115,6 +118,9 @@ class LLMEngine:
             self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
             accepted = new_tokens.get(seq.seq_id, [])
             for token in accepted:
+                if seq.guard is not None:
+                    token = seq.guard.choose(token, seq.params.max_tokens - seq.num_output_tokens,
+                                             token in seq.stop_ids)
                 seq.append_token(token)
                 outputs.append((seq, token))
                 if seq.is_finished:

@@ -5,8 +5,12 @@ import enum
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .output_shape import OutputShape
 
 
 class SequenceStatus(enum.Enum):
@@ -30,6 +34,8 @@ class SamplingParams:
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; k: the chosen token's logprob plus the top k
     grammar: str | None = None  # llguidance grammar that constrains the output (engine/grammar.py)
+    shape: "OutputShape | None" = None  # the grammar's output shape: lets the engine finish it in time
+    close_in_budget: bool = True  # force the shortest valid ending when max_tokens would cut it
 
     @property
     def has_penalties(self) -> bool:
@@ -61,6 +67,7 @@ class Sequence:
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
         self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         self.matcher = None  # llguidance matcher when params.grammar is set (attached by the engine)
+        self.guard = None  # LengthGuard when the output's shape is known (engine/length_guard.py)
         self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # per output token, if asked
 
     @property
@@ -83,7 +90,9 @@ class Sequence:
         self.token_ids.append(token)
         if self.matcher is not None:
             self.matcher.consume_token(token)
-        if token in self.stop_ids:
+        if self.guard is not None and self.guard.closed:
+            self.finish("length")  # the budget ran out: the ending was forced, the output still parses
+        elif token in self.stop_ids:
             self.finish("stop")
         elif self.matcher is not None and self.matcher.is_stopped():
             self.finish("stop")  # the grammar is complete and allows nothing more

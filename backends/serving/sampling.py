@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from backends.engine.output_shape import OutputShape
 from backends.engine.sequence import SamplingParams
 from wire.requests import GenerationParams
 
 from .generation_defaults import setting
 
 
-def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, grammar: str | None) -> SamplingParams:
+def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, grammar: str | None,
+                    shape: OutputShape | None = None) -> SamplingParams:
     surface = params.surface
     return SamplingParams(
         max_tokens=max_tokens,
@@ -25,6 +27,7 @@ def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, g
         logit_bias=surface.logit_bias,
         logprobs=surface.top_logprobs if surface.logprobs else None,
         grammar=grammar,
+        shape=shape,
     )
 
 

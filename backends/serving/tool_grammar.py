@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from backends.engine.output_shape import OutputShape
 from backends.engine.grammar import (JSON_OPTIONS, closed_objects, json_object_grammar, json_schema_grammar,
                                     lark_grammar)
 from wire.requests import GenerationParams
@@ -34,6 +35,18 @@ def _answer_schema(params: GenerationParams) -> dict | None:
 
 def uses_tools(params: GenerationParams) -> bool:
     return bool(params.tools) and params.tool_choice.mode != "none"
+
+
+def output_shape(params: GenerationParams) -> OutputShape | None:
+    """The same output as output_grammar describes, as the engine's length guard reads it."""
+    answer = _answer_schema(params)
+    if not uses_tools(params):
+        return None if answer is None else OutputShape(answer=closed_objects(answer))
+    choice = params.tool_choice
+    tools = [t for t in params.tools if choice.mode != "function" or t.name == choice.name]
+    call = {k: v for k, v in _call_schema(tools).items() if k != "x-guidance"}
+    return OutputShape(answer=None if answer is None else closed_objects(answer), call=call,
+                       calls_only=choice.mode in ("required", "function"), open=CALL_OPEN, close=CALL_CLOSE)
 
 
 def output_grammar(params: GenerationParams) -> str | None:

@@ -1,0 +1,399 @@
+"""Where a JSON answer stands, byte by byte, and the shortest text that would finish it.
+
+`JsonShape` reads the output as the model writes it (compact JSON, as the grammar makes it)
+and keeps a stack of open containers, strings, numbers and literals, each with its part of
+the schema. `closing()` is the shortest text that ends every open thing and supplies the
+required properties and items still missing, with the shortest value each schema allows; None
+where it cannot tell (a string under a `pattern` or `format`). The grammar stays the judge:
+the caller checks the closing against the matcher before forcing it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+
+_LITERALS = {ord("t"): "true", ord("f"): "false", ord("n"): "null"}
+_NUMBER_BYTES = frozenset(b"0123456789+-.eE")
+
+
+class Unclosable(Exception):
+    """No closing this reader can vouch for (the caller then leaves the sequence alone)."""
+
+
+def _dump(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Schemas:
+    """Resolves `$ref`s against the root schema's `$defs`/`definitions` and finds shortest values."""
+
+    def __init__(self, root: dict):
+        self.root = root
+
+    def resolve(self, schema) -> dict:
+        seen = 0
+        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and seen < 32:
+            ref, seen = schema["$ref"], seen + 1
+            node = self.root
+            for part in ref.removeprefix("#").strip("/").split("/") if ref != "#" else []:
+                node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(node, dict) else {}
+            schema = {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+        if isinstance(schema, dict) and isinstance(schema.get("allOf"), list):
+            merged = {k: v for k, v in schema.items() if k != "allOf"}
+            for part in schema["allOf"]:
+                merged.update(self.resolve(part))
+            schema = merged
+        return schema if isinstance(schema, dict) else {}
+
+    def shortest(self, schema, depth: int = 0) -> str:
+        s = self.resolve(schema)
+        if depth > 32:
+            raise Unclosable("schema recursion")
+        if "const" in s:
+            return _dump(s["const"])
+        if isinstance(s.get("enum"), list) and s["enum"]:
+            return min((_dump(v) for v in s["enum"]), key=len)
+        options = s.get("anyOf") or s.get("oneOf")
+        if isinstance(options, list) and options:
+            return _shortest_of(lambda o: self.shortest(o, depth + 1), options)
+        kind = s.get("type")
+        if isinstance(kind, list):
+            return _shortest_of(lambda k: self.shortest({**s, "type": k}, depth + 1), kind)
+        if kind == "object" or (kind is None and ("properties" in s or "required" in s)):
+            props = s.get("properties") or {}
+            return "{" + ",".join(f"{_dump(k)}:{self.shortest(props.get(k, {}), depth + 1)}"
+                                  for k in s.get("required") or []) + "}"
+        if kind == "array":
+            return "[" + ",".join(self.item(s, i, depth) for i in range(int(s.get("minItems") or 0))) + "]"
+        if kind == "string":
+            if "pattern" in s or "format" in s:
+                raise Unclosable("a string under a pattern or format")
+            return '"' + "a" * int(s.get("minLength") or 0) + '"'
+        if kind in ("integer", "number"):
+            return _shortest_number(s)
+        if kind == "boolean":
+            return "true"
+        if kind == "null":
+            return "null"
+        return "0"  # no type: any value; a digit is the shortest
+
+    def item(self, array: dict, index: int, depth: int = 0) -> str:
+        prefix = array.get("prefixItems")
+        if isinstance(prefix, list) and index < len(prefix):
+            return self.shortest(prefix[index], depth + 1)
+        items = array.get("items")
+        return self.shortest(items if isinstance(items, dict) else {}, depth + 1)
+
+    def item_schema(self, array: dict, index: int) -> dict:
+        prefix = array.get("prefixItems")
+        if isinstance(prefix, list) and index < len(prefix):
+            return self.resolve(prefix[index])
+        items = array.get("items")
+        return self.resolve(items if isinstance(items, dict) else {})
+
+
+def _free_keys(schema: dict) -> bool:
+    """Whether an object takes keys it does not list (JSON Schema's default)."""
+    return schema.get("additionalProperties") is not False and not schema.get("patternProperties")
+
+
+def _shortest_of(make, options) -> str:
+    found = []
+    for option in options:
+        try:
+            found.append(make(option))
+        except Unclosable:
+            continue
+    if not found:
+        raise Unclosable("no alternative closes")
+    return min(found, key=len)
+
+
+def _shortest_number(s: dict) -> str:
+    """0, moved just inside whatever bounds exclude it."""
+    def bound(name):
+        value = s.get(name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    low, high, above, below = bound("minimum"), bound("maximum"), bound("exclusiveMinimum"), bound("exclusiveMaximum")
+    value = 0
+    if low is not None and value < low:
+        value = math.ceil(low)
+    if above is not None and value <= above:
+        value = math.floor(above) + 1
+    if high is not None and value > high:
+        value = math.floor(high)
+    if below is not None and value >= below:
+        value = math.ceil(below) - 1
+    return str(value)
+
+
+def _complete_utf8(pending: bytes) -> bytes:
+    """Continuation bytes that finish a character cut mid-way (the smallest valid ones)."""
+    if not pending:
+        return b""
+    lead = pending[0]
+    size = 2 if lead >= 0xC0 and lead < 0xE0 else 3 if lead < 0xF0 else 4
+    second = {0xE0: 0xA0, 0xF0: 0x90}.get(lead, 0x80)
+    missing = size - len(pending)
+    return bytes([second] if len(pending) == 1 else []) + bytes([0x80] * (missing - (len(pending) == 1)))
+
+
+def _finish_number(text: str, schema: dict) -> str:
+    """Digits that make the number written so far complete and within its bounds."""
+    tail = "0" if text[-1] in "+-.eE" else ""
+    low, high = schema.get("minimum", schema.get("exclusiveMinimum")), schema.get("maximum", schema.get("exclusiveMaximum"))
+    for zeros in range(0, 20):
+        value = float(text + tail + "0" * zeros)
+        too_low = isinstance(low, (int, float)) and (value < low or (value == low and "exclusiveMinimum" in schema))
+        too_high = isinstance(high, (int, float)) and (value > high or (value == high and "exclusiveMaximum" in schema))
+        if too_high:
+            break
+        if not too_low:
+            return tail + "0" * zeros
+        if "e" in text.lower() or value < 0:
+            break  # more digits make an exponent or a negative number larger, not its value closer
+    raise Unclosable("no digits bring this number within its bounds")
+
+
+@dataclass
+class Frame:
+    kind: str                 # object, array, string, number, literal
+    schema: dict
+    state: str = "start"      # object: start, key, colon, value, next, comma; array: start, next, comma
+    text: str = ""            # string: raw (escaped) bytes so far as text; number/literal: bytes so far
+    escape: int = 0           # string: 0 none, 1 after a backslash, 2..5 inside \u with (n-2) hex digits
+    is_key: bool = False
+    seen: frozenset = field(default_factory=frozenset)  # object: keys written so far
+    key: str = ""             # object: the key whose value comes next
+    count: int = 0            # array: items written so far
+
+
+class JsonShape:
+    """The reader: feed() the output's bytes, closing() the shortest finish."""
+
+    def __init__(self, schema: dict):
+        self.schemas = Schemas(schema)
+        self.root = self.schemas.resolve(schema)
+        self.stack: list[Frame] = []
+        self.started = False
+        self.done = False
+        self._pending = b""  # an incomplete UTF-8 character inside a string
+
+    def copy(self) -> "JsonShape":
+        twin = JsonShape.__new__(JsonShape)
+        twin.schemas, twin.root, twin.started, twin.done = self.schemas, self.root, self.started, self.done
+        twin.stack = [replace(f) for f in self.stack]
+        twin._pending = self._pending
+        return twin
+
+    # -- reading -------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        for byte in data:
+            self._byte(byte)
+
+    def _byte(self, b: int) -> None:
+        top = self.stack[-1] if self.stack else None
+        if top is not None and top.kind == "string":
+            self._string_byte(top, b)
+        elif top is not None and top.kind == "number" and b in _NUMBER_BYTES:
+            top.text += chr(b)
+        elif top is not None and top.kind == "number":
+            self._close_value()
+            self._byte(b)
+        elif top is not None and top.kind == "literal":
+            top.text += chr(b)
+            if len(top.text) == len(top.state):
+                self._close_value()
+        elif b in b" \t\r\n":
+            return
+        elif top is None:
+            if self.done:
+                raise Unclosable("bytes after the JSON value")
+            self.started = True
+            self._open_value(b, self.root)
+        elif top.kind == "object":
+            self._object_byte(top, b)
+        else:
+            self._array_byte(top, b)
+
+    def _open_value(self, b: int, schema: dict) -> None:
+        if b == ord("{"):
+            self.stack.append(Frame("object", schema))
+        elif b == ord("["):
+            self.stack.append(Frame("array", schema))
+        elif b == ord('"'):
+            self.stack.append(Frame("string", schema))
+        elif b in _NUMBER_BYTES:
+            self.stack.append(Frame("number", schema, text=chr(b)))
+        elif b in _LITERALS:
+            self.stack.append(Frame("literal", schema, state=_LITERALS[b], text=chr(b)))
+        else:
+            raise Unclosable(f"unexpected byte {b!r}")
+
+    def _string_byte(self, top: Frame, b: int) -> None:
+        if top.escape == 1:
+            top.escape = 2 if b == ord("u") else 0
+        elif top.escape >= 2:
+            top.escape = 0 if top.escape == 5 else top.escape + 1
+        elif b == ord("\\"):
+            top.escape = 1
+        elif b == ord('"'):
+            self._close_value()
+            return
+        self._pending += bytes([b])
+        try:
+            top.text += self._pending.decode()
+            self._pending = b""
+        except UnicodeDecodeError:
+            if len(self._pending) >= 4:
+                raise Unclosable("invalid UTF-8 in a string") from None
+
+    def _object_byte(self, top: Frame, b: int) -> None:
+        if top.state in ("start", "comma") and b == ord('"'):
+            top.state = "key"
+            self.stack.append(Frame("string", {}, is_key=True))
+        elif top.state in ("start", "next") and b == ord("}"):
+            self._close_value()
+        elif top.state == "colon" and b == ord(":"):
+            top.state = "value"
+        elif top.state == "value":
+            self._open_value(b, self._property(top, top.key))
+        elif top.state == "next" and b == ord(","):
+            top.state = "comma"
+        else:
+            raise Unclosable(f"unexpected byte {b!r} in an object")
+
+    def _array_byte(self, top: Frame, b: int) -> None:
+        if top.state in ("start", "next") and b == ord("]"):
+            self._close_value()
+        elif top.state == "next" and b == ord(","):
+            top.state = "comma"
+        elif top.state in ("start", "comma"):
+            top.state = "item"
+            self._open_value(b, self.schemas.item_schema(top.schema, top.count))
+        else:
+            raise Unclosable(f"unexpected byte {b!r} in an array")
+
+    def _close_value(self) -> None:
+        """The top frame is complete: hand it to its parent."""
+        closed = self.stack.pop()
+        if not self.stack:
+            self.done = True
+            return
+        parent = self.stack[-1]
+        if closed.is_key:
+            parent.key, parent.state = json.loads(f'"{closed.text}"'), "colon"
+        elif parent.kind == "object":
+            parent.seen, parent.state = parent.seen | {parent.key}, "next"
+        else:
+            parent.count, parent.state = parent.count + 1, "next"
+
+    def _property(self, obj: Frame, name: str) -> dict:
+        props = obj.schema.get("properties") or {}
+        if name in props:
+            return self.schemas.resolve(props[name])
+        extra = obj.schema.get("additionalProperties")
+        return self.schemas.resolve(extra) if isinstance(extra, dict) else {}
+
+    # -- finishing -----------------------------------------------------------------------
+    def closing(self) -> bytes | None:
+        """The shortest bytes that complete the value, b'' when it is complete, None when unknown."""
+        try:
+            if not self.started:
+                return self.schemas.shortest(self.root).encode()
+            text = "".join(self._finish(i) for i in range(len(self.stack) - 1, -1, -1))
+            return _complete_utf8(self._pending) + text.encode()
+        except Unclosable:
+            return None
+
+    def _finish(self, index: int) -> str:
+        """Text that ends frame `index`, given that everything above it has just ended."""
+        frame = self.stack[index]
+        above = index + 1 < len(self.stack)
+        if frame.kind == "string":
+            return self._finish_string(frame, self.stack[index - 1] if frame.is_key else None)
+        if frame.kind == "number":
+            return _finish_number(frame.text, frame.schema)
+        if frame.kind == "literal":
+            return frame.state[len(frame.text):]
+        if frame.kind == "array":
+            return self._finish_array(frame, above)
+        return self._finish_object(frame, above)
+
+    def _finish_string(self, frame: Frame, key_of: Frame | None) -> str:
+        tail = "n" if frame.escape == 1 else "0" * (6 - frame.escape) if frame.escape >= 2 else ""
+        if key_of is not None:
+            options = [k for k in self._open_keys(key_of) if _dump(k)[1:-1].startswith(frame.text)]
+            if _free_keys(key_of.schema):
+                options.append(json.loads(f'"{frame.text}{tail}"'))  # any key: end this one here
+        else:
+            s = frame.schema
+            options = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None
+            if options is None:
+                if "pattern" in s or "format" in s:
+                    raise Unclosable("a string under a pattern or format")
+                short = max(0, int(s.get("minLength") or 0) - len(frame.text))
+                return tail + "a" * short + '"'
+            options = [v for v in options if isinstance(v, str) and _dump(v)[1:-1].startswith(frame.text)]
+        if not options:
+            raise Unclosable("no allowed string starts this way")
+        best = min(options, key=lambda v: len(_dump(v)) + (len(self._value_for_key(key_of, v)) if key_of else 0))
+        if key_of is not None:
+            key_of.key = best  # the closing goes on with this key's value
+        return (tail + '"') if _dump(best)[1:-1] == frame.text + tail else _dump(best)[1 + len(frame.text):]
+
+    def _open_keys(self, obj: Frame) -> list[str]:
+        """Keys the object may still take: its unwritten properties, and '' where any key goes."""
+        keys = [k for k in obj.schema.get("properties") or {} if k not in obj.seen]
+        if _free_keys(obj.schema):
+            keys.append(next(k for k in ("", *map(str, range(len(obj.seen) + 1))) if k not in obj.seen))
+        return keys
+
+    def _value_for_key(self, obj: Frame, key: str) -> str:
+        return self.schemas.shortest(self._property(obj, key))
+
+    def _missing(self, obj: Frame, also_seen: set) -> list[str]:
+        return [k for k in obj.schema.get("required") or [] if k not in obj.seen and k not in also_seen]
+
+    def _finish_object(self, obj: Frame, above: bool) -> str:
+        out, written = "", set()
+        state = obj.state
+        if state == "key":  # the key string just ended (its text came from above)
+            out += ":" + self._value_for_key(obj, obj.key)
+            written.add(obj.key)
+        elif state == "colon":
+            out += ":" + self._value_for_key(obj, obj.key)
+            written.add(obj.key)
+        elif state == "value":
+            if not above:
+                out += self._value_for_key(obj, obj.key)
+            written.add(obj.key)
+        elif state == "comma":
+            missing = self._missing(obj, written)
+            key = missing[0] if missing else min(self._open_keys(obj) or [None], key=lambda k: len(
+                _dump(k) + self._value_for_key(obj, k)) if k is not None else 0)
+            if key is None:
+                raise Unclosable("a comma with no key left to write")
+            out += f"{_dump(key)}:{self._value_for_key(obj, key)}"
+            written.add(key)
+        first = state == "start"
+        for key in self._missing(obj, written):
+            out += ("" if first else ",") + f"{_dump(key)}:{self._value_for_key(obj, key)}"
+            first = False
+        return out + "}"
+
+    def _finish_array(self, arr: Frame, above: bool) -> str:
+        count = arr.count
+        out = ""
+        if arr.state == "item":
+            count += 1  # the item above has just ended
+        elif arr.state == "comma":
+            out += self.schemas.item(arr.schema, count)
+            count += 1
+        minimum = int(arr.schema.get("minItems") or 0)
+        while count < minimum:
+            out += ("," if count else "") + self.schemas.item(arr.schema, count)
+            count += 1
+        return out + "]"
