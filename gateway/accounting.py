@@ -101,13 +101,19 @@ def record_request(config: Config, tenant: str, route, outcome) -> Accounted | N
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
     if prompt <= 0 and completion <= 0:
         return Accounted(reason)
-    actual = cost_micro(served, prompt, completion)
+    actual = record_cost(tenant, served, prompt, completion)
     top = top_tier(config, served)
     counterfactual = cost_micro(top, prompt, completion)
-    METRICS.cost.labels(tenant, served.name, served.model).inc(actual / MICRO_PER_USD)
     TOP_TIER_COST.labels(tenant, served.name, served.model).inc(counterfactual / MICRO_PER_USD)
     SAVED.labels(tenant, served.name, served.model).inc(max(0, counterfactual - actual) / MICRO_PER_USD)
     return Accounted(reason, actual, counterfactual)
+
+
+def record_cost(tenant: str, tier: Tier, prompt: int, completion: int) -> int:
+    """Count the cost of tokens one tier served; returns it in micro-USD."""
+    actual = cost_micro(tier, prompt, completion)
+    METRICS.cost.labels(tenant, tier.name, tier.model).inc(actual / MICRO_PER_USD)
+    return actual
 
 
 def publish_policy(config: Config) -> None:

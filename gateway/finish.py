@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass, replace
 from typing import Any
 
 from policies.service import PolicyService as TenantPolicies
 
-from .accounting import Accounted, publish_spend, record_request
+from .accounting import Accounted, publish_spend, record_cost, record_request
 from .config import Config
 from .console.activity import ActivityLog, Served
 from .context import RequestContext
@@ -64,6 +64,8 @@ async def finish(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
             opened.response.release()
     _observe(ctx, outcome)
     accounted = record_request(sinks.config, ctx.tenant, route, outcome)
+    for dropped in outcome.discarded:
+        record_cost(ctx.tenant, dropped.tier, dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
     if sinks.activity.enabled:
         sinks.activity.record(_served(ctx, route, outcome, accounted))
     if admitted.sample is not None:
@@ -76,17 +78,31 @@ async def _settle(policy: PolicyService, admission, ctx: RequestContext, outcome
     try:
         await policy.settle(admission, ctx.request_id, outcome.served.name, usage.prompt_tokens,
                             usage.completion_tokens)
+        for i, dropped in enumerate(outcome.discarded, start=1):  # served too: billed under ids of their own
+            await policy.settle(_uncharged(admission), f"{ctx.request_id}:reask-{i}", dropped.tier.name,
+                                dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
         if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
             publish_spend(policy, ctx.tenant)
     except Exception:  # settle failures are the policy's to report; the answer already left
         log.exception("settle failed for request %s", ctx.request_id)
 
 
+def _uncharged(admission):
+    """The admission for a second bill of one request: its token reservation was settled already."""
+    return replace(admission, charged_tokens=0) if is_dataclass(admission) else admission
+
+
+def _count_tokens(tenant: str, tier, usage) -> None:
+    if usage.prompt_tokens or usage.completion_tokens:
+        METRICS.tokens.labels(tenant, tier.name, tier.model, "in").inc(usage.prompt_tokens)
+        METRICS.tokens.labels(tenant, tier.name, tier.model, "out").inc(usage.completion_tokens)
+
+
 def _observe(ctx: RequestContext, outcome: Outcome) -> None:
     tier, usage = outcome.served, outcome.usage
-    if usage.prompt_tokens or usage.completion_tokens:
-        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "in").inc(usage.prompt_tokens)
-        METRICS.tokens.labels(ctx.tenant, tier.name, tier.model, "out").inc(usage.completion_tokens)
+    _count_tokens(ctx.tenant, tier, usage)
+    for dropped in outcome.discarded:
+        _count_tokens(ctx.tenant, dropped.tier, dropped.usage)
     now = time.perf_counter()
     METRICS.e2e.labels(tier.name, tier.model).observe(now - ctx.start)
     if usage.first_token_at:

@@ -39,6 +39,8 @@ class _Metrics:
                                        ["tier"])
         self.escalations = Counter("tiergate_escalations_total", "Requests moved to the next tier up",
                                    ["from_tier", "to_tier"])
+        self.shape_escalations = Counter("tiergate_shape_escalations_total", "Structured answers cut or invalid, "
+                                         "asked again of the next tier up", ["from_tier", "to_tier", "why"])
         self.affinity = Counter("tiergate_affinity_total", "Prefix-affinity outcomes", ["tier", "result"])
         self.classifier = Histogram("tiergate_classifier_seconds", "Classifier latency", ["classifier"],
                                     buckets=_FAST)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import aiohttp
@@ -24,6 +24,7 @@ from .config import Config, Tier
 from .context import RequestContext
 from .metrics import METRICS
 from .routing import Route
+from .shape_check import shape_fault, structured_schema
 from .upstream import PATHS, RETRYABLE, Attempts, Opened, open_upstream
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
@@ -35,6 +36,13 @@ class Usage:
     completion_tokens: int = 0
     reported: bool = False  # False: counted by the gateway (e.g. a cut stream)
     first_token_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """An answer a tier served that the client did not get (a later tier's replaced it)."""
+    tier: Tier
+    usage: Usage
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class Outcome:
     stream_error: bool     # a streamed answer carried or ended with an upstream error
     answer: web.StreamResponse | None = None  # what the client gets...
     error: BaseException | None = None        # ...or what it raised instead
+    discarded: tuple["Discarded", ...] = ()   # answers served but replaced (escalation on shape): billed too
 
     def deliver(self) -> web.StreamResponse:
         if self.error is not None:
@@ -64,8 +73,11 @@ async def relay(request: web.Request, state, config: Config, ctx: RequestContext
     (no worker, the client gone) travels in the Outcome, so finish() always gets one."""
     usage, attempts = Usage(), Attempts(route.tier)
     opened = streamer = answer = error = None
+    discarded: tuple[Discarded, ...] = ()
     try:
         opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, stream, attempts)
+        if not stream and kind == "chat":
+            opened, discarded = await _reask_if_misshapen(state, config, ctx, route, body, opened, attempts)
         if stream:
             streamer = StreamRelay(request, opened, ctx, usage, include_usage, route.estimated_prompt_tokens, shaper)
             streamer.tap = tap
@@ -79,7 +91,35 @@ async def relay(request: web.Request, state, config: Config, ctx: RequestContext
         usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, streamer.chunks
     return Outcome(kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count, opened,
                    usage, cut=streamer is not None and not streamer.completed,
-                   stream_error=streamer is not None and streamer.cut, answer=answer, error=error)
+                   stream_error=streamer is not None and streamer.cut, answer=answer, error=error,
+                   discarded=discarded)
+
+
+async def _reask_if_misshapen(state, config: Config, ctx: RequestContext, route: Route, body: dict,
+                              opened: Opened, attempts: Attempts) -> tuple[Opened, tuple["Discarded", ...]]:
+    """A whole structured answer cut by max_tokens or failing its schema is asked once of the
+    next tier up; the first answer is billed and dropped, or kept if no worker up there answers."""
+    schema = structured_schema(body)
+    if schema is None or not route.decision.structured_escalation or opened.response.status != 200:
+        return opened, ()
+    why = shape_fault(schema, opened.body)
+    higher = config.next_tier_up(opened.tier) if why else None
+    if higher is None:
+        return opened, ()
+    first = Usage()
+    relay_whole(opened, ctx, first)  # its usage, for the bill
+    again_attempts = Attempts(higher)
+    try:
+        again = await open_upstream(state, config, ctx, replace(route, tier=higher), PATHS["chat"], body, False,
+                                    again_attempts)
+    except OpenAIError:
+        return opened, ()
+    finally:
+        attempts.count += again_attempts.count
+    METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
+    opened.backend.on_done()
+    opened.response.release()
+    return again, (Discarded(opened.tier, first),)
 
 
 def _read_usage(obj: dict, usage: Usage) -> None:

@@ -68,6 +68,9 @@ class TenantPolicy:
                                         minimum=-1.0, maximum=1.0)
     max_tokens: int | None = setting(None, "Cap on the request's max_tokens.", minimum=1)
     priority: str = setting("interactive", "Passed to workers: interactive or batch.", choices=PRIORITIES)
+    structured_escalation: bool = setting(True, "A non-streamed structured answer (response_format) cut by "
+                                                "max_tokens or failing its schema is asked once more of the "
+                                                "next tier up; both attempts are billed.")
     sampling_rate: float | None = setting(None, "Quality-sampling rate for this tenant; unset: the gateway's "
                                                 "quality.sampling_rate.", minimum=0.0, maximum=1.0)
     pinned_routes: dict[str, str] = setting(doc="alias -> tier: the alias always maps to that tier (no bias, "

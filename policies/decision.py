@@ -338,4 +338,4 @@ def _finish(policy: TenantPolicy, tier_name: str, routed_by: RoutedBy, trace: _T
     if limits or policy.priority != "interactive":
         trace.add(StepKind.LIMITS, lambda: {**limits, "priority": policy.priority})
     return Decision(tier_name, routed_by, tuple(trace.steps or ()), baseline, unshifted,
-                    policy.max_tokens, policy.priority, policy.sampling_rate)
+                    policy.max_tokens, policy.priority, policy.sampling_rate, policy.structured_escalation)

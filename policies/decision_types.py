@@ -75,6 +75,7 @@ class Decision:
     max_tokens_cap: int | None = None
     priority: str = "interactive"
     sampling_rate: float | None = None
+    structured_escalation: bool = True
 
     def explain(self) -> list[dict[str, Any]]:
         return [step.as_dict() for step in self.steps]

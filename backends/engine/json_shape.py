@@ -30,6 +30,7 @@ class Schemas:
 
     def __init__(self, root: dict):
         self.root = root
+        self._shortest: dict[int, tuple[object, str]] = {}  # id(schema) -> (schema, its shortest value)
 
     def resolve(self, schema) -> dict:
         seen = 0
@@ -47,6 +48,15 @@ class Schemas:
         return schema if isinstance(schema, dict) else {}
 
     def shortest(self, schema, depth: int = 0) -> str:
+        """The shortest JSON text the schema accepts (memoised: the closing asks for it every token)."""
+        known = self._shortest.get(id(schema))
+        if known is not None and known[0] is schema:
+            return known[1]
+        text = self._shortest_uncached(schema, depth)
+        self._shortest[id(schema)] = (schema, text)
+        return text
+
+    def _shortest_uncached(self, schema, depth: int) -> str:
         s = self.resolve(schema)
         if depth > 32:
             raise Unclosable("schema recursion")

@@ -137,3 +137,30 @@ def test_client_disconnect_aborts_and_frees_blocks(worker, stream):
                        what="the request running in the worker")
     _wait_idle(worker)  # 1,500 tokens would take far longer than the wait allows
     assert _abort_count(worker) == aborts + 1
+
+
+PERSON = {"type": "object", "required": ["name", "age", "home"],
+          "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                         "home": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}}}
+
+
+def test_a_stream_cut_by_max_tokens_is_closed_and_parses(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    for seed in range(3):
+        chunks = list(client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Describe a person with a very long name."}],
+            max_tokens=22, temperature=1.0, seed=seed, response_format=fmt, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        person = json.loads(text)
+        assert set(person) >= {"name", "age", "home"} and "city" in person["home"]
+        assert reasons in (["length"], ["stop"])
+
+
+def test_max_tokens_below_the_shortest_answer_is_a_400_naming_it(client):
+    fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                       response_format=fmt)
+    assert err.value.body["param"] == "max_tokens" and err.value.body["code"] == "max_tokens_too_small"
+    assert "at least" in err.value.body["message"]

@@ -60,6 +60,7 @@ async def test_tools_skip_the_tiers_that_cannot_call_them(three_tiers, http):
 async def test_structured_output_goes_to_the_foreign_tier_whose_config_says_it_can(three_tiers):
     gw, client, small, vllm, large = three_tiers
     fmt = {"type": "json_object"}
+    vllm.reply = '{"ok":true}'  # a whole, valid answer: nothing to escalate
     answer = await client.chat.completions.with_raw_response.create(model="auto", messages=HI, response_format=fmt)
     assert answer.headers["x-tiergate-tier"] == "vllm" and vllm.seen[-1]["body"]["response_format"] == fmt
 
