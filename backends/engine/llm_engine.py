@@ -118,9 +118,6 @@ class LLMEngine:
             self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
             accepted = new_tokens.get(seq.seq_id, [])
             for token in accepted:
-                if seq.guard is not None:
-                    token = seq.guard.choose(token, seq.params.max_tokens - seq.num_output_tokens,
-                                             token in seq.stop_ids)
                 seq.append_token(token)
                 outputs.append((seq, token))
                 if seq.is_finished:

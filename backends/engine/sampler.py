@@ -64,6 +64,10 @@ def sample_next(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> li
         logits = _process(seqs, logits.clone(), grammars)
     temperature, top_k, top_p = _params_tensors(seqs)
     tokens = sample(logits, temperature, top_k, top_p, [s.generator for s in seqs]).tolist()
+    for i, seq in enumerate(seqs):  # a constrained answer about to run out of tokens gets its ending instead
+        if seq.guard is not None:
+            tokens[i] = seq.guard.choose(tokens[i], seq.params.max_tokens - seq.num_output_tokens,
+                                         tokens[i] in seq.stop_ids)
     _record_logprobs(seqs, raw, tokens)
     return tokens
 

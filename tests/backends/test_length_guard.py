@@ -88,3 +88,13 @@ def test_a_format_longer_than_max_tokens_is_refused_with_the_tokens_it_needs(eng
     engine.add_request(_prompt(engine, "x"), _params(fmt, err.value.needed, 0))  # exactly enough is fine
     while engine.has_work():
         engine.step()
+
+
+def test_logprobs_describe_the_forced_tokens_too(engine):
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}}}
+    params = _params(fmt, 28, 3)
+    params.logprobs = 2
+    (text, seq), = _run(engine, "Describe a person as JSON, with a long biography in the name.", [params])
+    assert seq.guard.closed and json.loads(text)
+    assert [token for token, _, _ in seq.logprobs] == seq.output_ids
+    assert all(logprob <= 0.0 for _, logprob, _ in seq.logprobs)
