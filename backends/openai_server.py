@@ -18,6 +18,7 @@ from .engine.grammar import GrammarError
 from .engine.length_guard import FormatNeedsMoreTokens
 from .engine.llm_engine import RequestTooLargeError
 from .engine.scheduler import QueueFullError
+from .engine.sequence import INTERACTIVE, PRIORITIES
 from .models import model_dir
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
@@ -29,6 +30,7 @@ from .serving.tool_grammar import output_grammar, output_shape, uses_tools
 from .worker_metrics import WorkerMetrics
 
 MAX_BODY_BYTES = 8 << 20
+PRIORITY_HEADER = "x-tiergate-priority"  # set by the gateway from the tenant's policy
 DEFAULT_MAX_TOKENS = 1024
 
 
@@ -118,10 +120,14 @@ class WorkerAPI:
 
     async def _serve(self, request: web.Request, prompt_ids: list[int], params: GenerationParams, chat: bool,
                      grammar: str | None):
+        priority = request.headers.get(PRIORITY_HEADER, INTERACTIVE)
+        if priority not in PRIORITIES:
+            raise bad_request(f"header {PRIORITY_HEADER} must be one of {', '.join(PRIORITIES)}",
+                              param=PRIORITY_HEADER)
         timer = RequestTimer(self.metrics)
         shape = output_shape(params) if grammar is not None else None
         sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar,
-                                   shape)
+                                   shape, priority)
         opened = []
         try:
             opened = await open_streams(self.engine, prompt_ids, per_choice(sampling, params.n), params.stop)

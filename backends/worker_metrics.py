@@ -33,8 +33,23 @@ class _EngineCollector:
             metric = family(name, doc, labels=labels)
             metric.add_metric([self.model], value)
             yield metric
+        yield from self._priorities(core.scheduler)
         yield from self._speculation(core.spec_stats)
         yield from self._gpu_memory(core.runner)
+
+    def _priorities(self, scheduler):
+        for name, doc, values, family in (
+            ("tiergate_worker_priority_waiting", "Requests queued for admission, by priority",
+             scheduler.waiting_by_priority(), GaugeMetricFamily),
+            ("tiergate_worker_priority_scheduled_tokens", "Tokens scheduled into steps, by priority",
+             scheduler.scheduled_tokens, CounterMetricFamily),
+            ("tiergate_worker_priority_preemptions", "Sequences preempted for lack of KV blocks, by priority",
+             scheduler.preemptions, CounterMetricFamily),
+        ):
+            metric = family(name, doc, labels=["model", "priority"])
+            for priority, value in sorted(values.items()):
+                metric.add_metric([self.model, priority], value)
+            yield metric
 
     def _gpu_memory(self, runner):
         usage = gpu_memory(runner.model, runner.kv_caches)  # None on CPU: the family is absent there

@@ -67,7 +67,8 @@ class TenantPolicy:
     quality_preference: float = setting(0.0, "-1 cheapest .. +1 best; moves the classifier threshold.",
                                         minimum=-1.0, maximum=1.0)
     max_tokens: int | None = setting(None, "Cap on the request's max_tokens.", minimum=1)
-    priority: str = setting("interactive", "Passed to workers: interactive or batch.", choices=PRIORITIES)
+    priority: str = setting("interactive", "Sent to workers as x-tiergate-priority: batch requests are scheduled "
+                                           "after interactive ones and preempted first.", choices=PRIORITIES)
     structured_escalation: bool = setting(True, "A non-streamed structured answer (response_format) cut by "
                                                 "max_tokens or failing its schema is asked once more of the "
                                                 "next tier up; both attempts are billed.")

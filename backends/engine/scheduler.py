@@ -1,19 +1,22 @@
 """Which tokens of which sequences go into the next forward pass.
 
 There are no separate prefill and decode phases: each step has one token budget.
-Running sequences come first, oldest first, each with its next token or its next prompt
-chunk; then waiting sequences are admitted (FCFS) while budget, sequence slots and
-blocks allow. When blocks run out, the newest running sequence is preempted: its blocks
-are freed and it goes back to the front of the queue, to be recomputed later (mostly
-from the prefix cache).
+Running sequences come first, interactive before batch, oldest first, each with its next
+token or its next prompt chunk; then waiting sequences are admitted while budget, sequence
+slots and blocks allow: interactive ones first (FCFS), batch ones only with what they leave,
+and a batch sequence that has waited `batch_max_wait_s` counts as interactive, so it never
+starves. When blocks run out, the newest running sequence is preempted, batch ones first:
+its blocks are freed and it goes back to the front of the queue, to be recomputed later
+(mostly from the prefix cache).
 """
 from __future__ import annotations
 
-from collections import deque
+import time
+from collections import Counter, deque
 
 from .block_manager import BlockManager
 from .config import EngineConfig
-from .sequence import Sequence, SequenceStatus
+from .sequence import BATCH, PRIORITIES, Sequence, SequenceStatus
 
 
 class QueueFullError(Exception):
@@ -27,6 +30,8 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.num_preemptions = 0
+        self.preemptions: Counter[str] = Counter({p: 0 for p in PRIORITIES})     # by priority
+        self.scheduled_tokens: Counter[str] = Counter({p: 0 for p in PRIORITIES})  # by priority
         # Admission leaves a little room so running sequences can grow without thrashing.
         self.watermark_blocks = max(1, block_manager.num_blocks // 100)
 
@@ -44,10 +49,39 @@ class Scheduler:
         seq.status = SequenceStatus.WAITING
         self.waiting.appendleft(seq)
         self.num_preemptions += 1
+        self.preemptions[seq.params.priority] += 1
+
+    def waiting_by_priority(self) -> Counter[str]:
+        counts = Counter({p: 0 for p in PRIORITIES})
+        counts.update(seq.params.priority for seq in self.waiting)
+        return counts
+
+    def _next_waiting(self, now: float) -> Sequence:
+        """The first interactive (or aged batch) sequence; a batch one only when none waits."""
+        for seq in self.waiting:
+            if seq.params.priority != BATCH or now - seq.arrival_time >= self.config.batch_max_wait_s:
+                return seq
+        return self.waiting[0]
+
+    def _start_running(self, seq: Sequence) -> None:
+        """Running order: interactive sequences ahead of batch ones (and preempted after them)."""
+        seq.status = SequenceStatus.RUNNING
+        if seq.params.priority == BATCH:
+            self.running.append(seq)
+            return
+        first_batch = next((i for i, other in enumerate(self.running) if other.params.priority == BATCH),
+                           len(self.running))
+        self.running.insert(first_batch, seq)
 
     def schedule(self, lookahead: int = 0) -> list[tuple[Sequence, int]]:
         """`lookahead`: KV slots (and budget) to reserve after each decode's next token for
         speculative draft tokens, where the pool has them; speculation never preempts."""
+        scheduled = self._pick(lookahead)
+        for seq, num_tokens in scheduled:
+            self.scheduled_tokens[seq.params.priority] += num_tokens
+        return scheduled
+
+    def _pick(self, lookahead: int) -> list[tuple[Sequence, int]]:
         budget = self.config.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
@@ -70,8 +104,9 @@ class Scheduler:
                 index += 1
         if preempted:  # no admissions while memory is short
             return scheduled
+        now = time.monotonic()
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
-            seq = self.waiting[0]
+            seq = self._next_waiting(now)
             self.blocks.match_prefix(seq)
             num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
             if not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
@@ -80,9 +115,8 @@ class Scheduler:
                     raise RuntimeError("KV pool too small for a single prompt chunk")
                 break
             self.blocks.record_prefix_query(seq)
-            self.waiting.popleft()
-            seq.status = SequenceStatus.RUNNING
-            self.running.append(seq)
+            self.waiting.remove(seq)
+            self._start_running(seq)
             scheduled.append((seq, num_tokens))
             budget -= num_tokens
         return scheduled

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from .output_shape import OutputShape
 
 
+INTERACTIVE, BATCH = "interactive", "batch"
+PRIORITIES = (INTERACTIVE, BATCH)  # batch: admitted with what interactive work leaves, preempted first
+
+
 class SequenceStatus(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -36,6 +40,7 @@ class SamplingParams:
     grammar: str | None = None  # llguidance grammar that constrains the output (engine/grammar.py)
     shape: "OutputShape | None" = None  # the grammar's output shape: lets the engine finish it in time
     close_in_budget: bool = True  # force the shortest valid ending when max_tokens would cut it
+    priority: str = INTERACTIVE  # one of PRIORITIES (engine/scheduler.py)
 
     @property
     def has_penalties(self) -> bool:

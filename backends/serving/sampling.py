@@ -4,14 +4,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from backends.engine.output_shape import OutputShape
-from backends.engine.sequence import SamplingParams
+from backends.engine.sequence import INTERACTIVE, SamplingParams
 from wire.requests import GenerationParams
 
 from .generation_defaults import setting
 
 
 def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, grammar: str | None,
-                    shape: OutputShape | None = None) -> SamplingParams:
+                    shape: OutputShape | None = None, priority: str = INTERACTIVE) -> SamplingParams:
     surface = params.surface
     return SamplingParams(
         max_tokens=max_tokens,
@@ -28,6 +28,7 @@ def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, g
         logprobs=surface.top_logprobs if surface.logprobs else None,
         grammar=grammar,
         shape=shape,
+        priority=priority,
     )
 
 

@@ -164,3 +164,15 @@ def test_max_tokens_below_the_shortest_answer_is_a_400_naming_it(client):
                                        response_format=fmt)
     assert err.value.body["param"] == "max_tokens" and err.value.body["code"] == "max_tokens_too_small"
     assert "at least" in err.value.body["message"]
+
+
+def test_the_priority_header_reaches_the_scheduler_and_a_bad_one_is_refused(worker, client):
+    before = _metric(worker, "tiergate_worker_priority_scheduled_tokens_total", priority="batch")
+    answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3,
+                                            extra_headers={"x-tiergate-priority": "batch"})
+    assert answer.choices[0].message.content
+    assert _metric(worker, "tiergate_worker_priority_scheduled_tokens_total", priority="batch") > before
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3,
+                                       extra_headers={"x-tiergate-priority": "urgent"})
+    assert err.value.body["param"] == "x-tiergate-priority"

@@ -1,0 +1,80 @@
+"""Priorities in the scheduler: interactive work is admitted and served first, batch work gets
+what it leaves and is preempted first, an aged batch request is admitted like an interactive
+one, and batch work alone runs with the whole budget."""
+from __future__ import annotations
+
+import time
+
+from backends.engine.block_manager import BlockManager
+from backends.engine.config import EngineConfig
+from backends.engine.scheduler import Scheduler
+from backends.engine.sequence import BATCH, SamplingParams, Sequence
+
+
+def _seq(first: int, n: int, priority: str = "interactive") -> Sequence:
+    return Sequence(list(range(first, first + n)), SamplingParams(priority=priority, max_tokens=64))
+
+
+def _decoding(scheduler: Scheduler, steps: int) -> None:
+    """Run `steps` steps as a forward pass would: everything scheduled is computed, one token each."""
+    for _ in range(steps):
+        for seq, n in scheduler.schedule():
+            seq.num_computed_tokens += n
+            if seq.num_computed_tokens == seq.num_tokens:
+                seq.append_token(7)
+
+
+def test_interactive_is_admitted_before_older_batch_work():
+    scheduler = Scheduler(EngineConfig(model="x", max_num_batched_tokens=8, block_size=4), BlockManager(64, 4))
+    batch = _seq(0, 8, BATCH)
+    scheduler.add(batch)
+    user = _seq(100, 8)
+    scheduler.add(user)
+    assert scheduler.schedule() == [(user, 8)]  # the batch prompt waits for what interactive work leaves
+    assert scheduler.waiting_by_priority() == {"interactive": 0, "batch": 1}
+    user.num_computed_tokens = 8
+    user.append_token(7)
+    assert scheduler.schedule() == [(user, 1), (batch, 7)]
+    assert scheduler.scheduled_tokens == {"interactive": 9, "batch": 7}
+
+
+def test_running_interactive_work_is_served_before_running_batch_work():
+    scheduler = Scheduler(EngineConfig(model="x", max_num_batched_tokens=64, block_size=4), BlockManager(64, 4))
+    batch, user = _seq(0, 4, BATCH), _seq(100, 4)
+    scheduler.add(batch)
+    _decoding(scheduler, 1)
+    scheduler.add(user)
+    _decoding(scheduler, 1)
+    assert [seq for seq, _ in scheduler.schedule()] == [user, batch]
+
+
+def test_batch_work_is_preempted_first_when_blocks_run_out():
+    scheduler = Scheduler(EngineConfig(model="x", max_num_batched_tokens=64, block_size=4), BlockManager(6, 4))
+    user, batch = _seq(0, 4), _seq(100, 4, BATCH)
+    scheduler.add(batch)
+    scheduler.add(user)
+    for _ in range(12):  # both grow until the pool is short
+        _decoding(scheduler, 1)
+        if scheduler.num_preemptions:
+            break
+    assert scheduler.preemptions == {"interactive": 0, "batch": 1}
+    assert batch in scheduler.waiting and user in scheduler.running
+
+
+def test_an_aged_batch_request_is_admitted_like_an_interactive_one():
+    config = EngineConfig(model="x", max_num_batched_tokens=8, block_size=4, batch_max_wait_s=5.0)
+    scheduler = Scheduler(config, BlockManager(64, 4))
+    old = _seq(0, 8, BATCH)
+    old.arrival_time = time.monotonic() - 6.0
+    scheduler.add(old)
+    scheduler.add(_seq(100, 8))
+    assert scheduler.schedule() == [(old, 8)]
+
+
+def test_batch_work_alone_gets_the_whole_budget():
+    config = EngineConfig(model="x", max_num_batched_tokens=16, block_size=4)
+    scheduler = Scheduler(config, BlockManager(64, 4))
+    seqs = [_seq(i * 10, 8, BATCH) for i in range(3)]
+    for seq in seqs:
+        scheduler.add(seq)
+    assert sum(n for _, n in scheduler.schedule()) == 16
