@@ -3,140 +3,20 @@
 `JsonShape` reads the output as the model writes it (compact JSON, as the grammar makes it)
 and keeps a stack of open containers, strings, numbers and literals, each with its part of
 the schema. `closing()` is the shortest text that ends every open thing and supplies the
-required properties and items still missing, with the shortest value each schema allows; None
+required properties and items still missing, with the shortest value each schema allows
+(schema_values.py); None
 where it cannot tell (a string under a `pattern` or `format`). The grammar stays the judge:
 the caller checks the closing against the matcher before forcing it.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field, replace
+
+from .schema_values import Schemas, Unclosable, dump, free_keys
 
 _LITERALS = {ord("t"): "true", ord("f"): "false", ord("n"): "null"}
 _NUMBER_BYTES = frozenset(b"0123456789+-.eE")
-
-
-class Unclosable(Exception):
-    """No closing this reader can vouch for (the caller then leaves the sequence alone)."""
-
-
-def _dump(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-class Schemas:
-    """Resolves `$ref`s against the root schema's `$defs`/`definitions` and finds shortest values."""
-
-    def __init__(self, root: dict):
-        self.root = root
-        self._shortest: dict[int, tuple[object, str]] = {}  # id(schema) -> (schema, its shortest value)
-
-    def resolve(self, schema) -> dict:
-        seen = 0
-        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and seen < 32:
-            ref, seen = schema["$ref"], seen + 1
-            node = self.root
-            for part in ref.removeprefix("#").strip("/").split("/") if ref != "#" else []:
-                node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(node, dict) else {}
-            schema = {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
-        if isinstance(schema, dict) and isinstance(schema.get("allOf"), list):
-            merged = {k: v for k, v in schema.items() if k != "allOf"}
-            for part in schema["allOf"]:
-                merged.update(self.resolve(part))
-            schema = merged
-        return schema if isinstance(schema, dict) else {}
-
-    def shortest(self, schema, depth: int = 0) -> str:
-        """The shortest JSON text the schema accepts (memoised: the closing asks for it every token)."""
-        known = self._shortest.get(id(schema))
-        if known is not None and known[0] is schema:
-            return known[1]
-        text = self._shortest_uncached(schema, depth)
-        self._shortest[id(schema)] = (schema, text)
-        return text
-
-    def _shortest_uncached(self, schema, depth: int) -> str:
-        s = self.resolve(schema)
-        if depth > 32:
-            raise Unclosable("schema recursion")
-        if "const" in s:
-            return _dump(s["const"])
-        if isinstance(s.get("enum"), list) and s["enum"]:
-            return min((_dump(v) for v in s["enum"]), key=len)
-        options = s.get("anyOf") or s.get("oneOf")
-        if isinstance(options, list) and options:
-            return _shortest_of(lambda o: self.shortest(o, depth + 1), options)
-        kind = s.get("type")
-        if isinstance(kind, list):
-            return _shortest_of(lambda k: self.shortest({**s, "type": k}, depth + 1), kind)
-        if kind == "object" or (kind is None and ("properties" in s or "required" in s)):
-            props = s.get("properties") or {}
-            return "{" + ",".join(f"{_dump(k)}:{self.shortest(props.get(k, {}), depth + 1)}"
-                                  for k in s.get("required") or []) + "}"
-        if kind == "array":
-            return "[" + ",".join(self.item(s, i, depth) for i in range(int(s.get("minItems") or 0))) + "]"
-        if kind == "string":
-            if "pattern" in s or "format" in s:
-                raise Unclosable("a string under a pattern or format")
-            return '"' + "a" * int(s.get("minLength") or 0) + '"'
-        if kind in ("integer", "number"):
-            return _shortest_number(s)
-        if kind == "boolean":
-            return "true"
-        if kind == "null":
-            return "null"
-        return "0"  # no type: any value; a digit is the shortest
-
-    def item(self, array: dict, index: int, depth: int = 0) -> str:
-        prefix = array.get("prefixItems")
-        if isinstance(prefix, list) and index < len(prefix):
-            return self.shortest(prefix[index], depth + 1)
-        items = array.get("items")
-        return self.shortest(items if isinstance(items, dict) else {}, depth + 1)
-
-    def item_schema(self, array: dict, index: int) -> dict:
-        prefix = array.get("prefixItems")
-        if isinstance(prefix, list) and index < len(prefix):
-            return self.resolve(prefix[index])
-        items = array.get("items")
-        return self.resolve(items if isinstance(items, dict) else {})
-
-
-def _free_keys(schema: dict) -> bool:
-    """Whether an object takes keys it does not list (JSON Schema's default)."""
-    return schema.get("additionalProperties") is not False and not schema.get("patternProperties")
-
-
-def _shortest_of(make, options) -> str:
-    found = []
-    for option in options:
-        try:
-            found.append(make(option))
-        except Unclosable:
-            continue
-    if not found:
-        raise Unclosable("no alternative closes")
-    return min(found, key=len)
-
-
-def _shortest_number(s: dict) -> str:
-    """0, moved just inside whatever bounds exclude it."""
-    def bound(name):
-        value = s.get(name)
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    low, high, above, below = bound("minimum"), bound("maximum"), bound("exclusiveMinimum"), bound("exclusiveMaximum")
-    value = 0
-    if low is not None and value < low:
-        value = math.ceil(low)
-    if above is not None and value <= above:
-        value = math.floor(above) + 1
-    if high is not None and value > high:
-        value = math.floor(high)
-    if below is not None and value >= below:
-        value = math.ceil(below) - 1
-    return str(value)
 
 
 def _complete_utf8(pending: bytes) -> bytes:
@@ -335,8 +215,8 @@ class JsonShape:
     def _finish_string(self, frame: Frame, key_of: Frame | None) -> str:
         tail = "n" if frame.escape == 1 else "0" * (6 - frame.escape) if frame.escape >= 2 else ""
         if key_of is not None:
-            options = [k for k in self._open_keys(key_of) if _dump(k)[1:-1].startswith(frame.text)]
-            if _free_keys(key_of.schema):
+            options = [k for k in self._open_keys(key_of) if dump(k)[1:-1].startswith(frame.text)]
+            if free_keys(key_of.schema):
                 options.append(json.loads(f'"{frame.text}{tail}"'))  # any key: end this one here
         else:
             s = frame.schema
@@ -346,18 +226,18 @@ class JsonShape:
                     raise Unclosable("a string under a pattern or format")
                 short = max(0, int(s.get("minLength") or 0) - len(frame.text))
                 return tail + "a" * short + '"'
-            options = [v for v in options if isinstance(v, str) and _dump(v)[1:-1].startswith(frame.text)]
+            options = [v for v in options if isinstance(v, str) and dump(v)[1:-1].startswith(frame.text)]
         if not options:
             raise Unclosable("no allowed string starts this way")
-        best = min(options, key=lambda v: len(_dump(v)) + (len(self._value_for_key(key_of, v)) if key_of else 0))
+        best = min(options, key=lambda v: len(dump(v)) + (len(self._value_for_key(key_of, v)) if key_of else 0))
         if key_of is not None:
             key_of.key = best  # the closing goes on with this key's value
-        return (tail + '"') if _dump(best)[1:-1] == frame.text + tail else _dump(best)[1 + len(frame.text):]
+        return (tail + '"') if dump(best)[1:-1] == frame.text + tail else dump(best)[1 + len(frame.text):]
 
     def _open_keys(self, obj: Frame) -> list[str]:
         """Keys the object may still take: its unwritten properties, and '' where any key goes."""
         keys = [k for k in obj.schema.get("properties") or {} if k not in obj.seen]
-        if _free_keys(obj.schema):
+        if free_keys(obj.schema):
             keys.append(next(k for k in ("", *map(str, range(len(obj.seen) + 1))) if k not in obj.seen))
         return keys
 
@@ -383,14 +263,14 @@ class JsonShape:
         elif state == "comma":
             missing = self._missing(obj, written)
             key = missing[0] if missing else min(self._open_keys(obj) or [None], key=lambda k: len(
-                _dump(k) + self._value_for_key(obj, k)) if k is not None else 0)
+                dump(k) + self._value_for_key(obj, k)) if k is not None else 0)
             if key is None:
                 raise Unclosable("a comma with no key left to write")
-            out += f"{_dump(key)}:{self._value_for_key(obj, key)}"
+            out += f"{dump(key)}:{self._value_for_key(obj, key)}"
             written.add(key)
         first = state == "start"
         for key in self._missing(obj, written):
-            out += ("" if first else ",") + f"{_dump(key)}:{self._value_for_key(obj, key)}"
+            out += ("" if first else ",") + f"{dump(key)}:{self._value_for_key(obj, key)}"
             first = False
         return out + "}"
 
