@@ -4,9 +4,8 @@
 and keeps a stack of open containers, strings, numbers and literals, each with its part of
 the schema. `closing()` is the shortest text that ends every open thing and supplies the
 required properties and items still missing, with the shortest value each schema allows
-(schema_values.py); None
-where it cannot tell (a string under a `pattern` or `format`). The grammar stays the judge:
-the caller checks the closing against the matcher before forcing it.
+(schema_values.py); None where it cannot tell (a string under a `pattern` or `format`). The
+grammar stays the judge: the caller checks the closing against the matcher before forcing it.
 """
 from __future__ import annotations
 
