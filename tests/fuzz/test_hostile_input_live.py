@@ -177,7 +177,9 @@ AT_THE_LIMIT = [
 
 @pytest.mark.parametrize("extra", AT_THE_LIMIT, ids=lambda e: ",".join(e))
 def test_parameters_at_their_limits_are_served_by_real_engines(workers, extra):
-    body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2, **extra}
+    # a format needs room for its shortest answer (110 tokens for the 31-deep schema; less fits is a 400)
+    body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 128 if "response_format" in extra
+            else 2, **extra}
     auth = {"Content-Type": "application/json", "Authorization": f"Bearer {TENANT_KEY}"}
     for response in (workers.request("POST", "/v1/chat/completions", _raw({**body, "model": "small"}), auth,
                                      timeout=60),
