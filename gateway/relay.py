@@ -98,12 +98,15 @@ async def relay(request: web.Request, state, config: Config, ctx: RequestContext
 async def _reask_if_misshapen(state, config: Config, ctx: RequestContext, route: Route, body: dict,
                               opened: Opened, attempts: Attempts) -> tuple[Opened, tuple["Discarded", ...]]:
     """A whole structured answer cut by max_tokens or failing its schema is asked once of the
-    next tier up; the first answer is billed and dropped, or kept if no worker up there answers."""
+    next tier up that the tenant may use and that can serve it; the first answer is billed and
+    dropped, or kept if no worker up there answers."""
     schema = structured_schema(body)
     if schema is None or not route.decision.structured_escalation or opened.response.status != 200:
         return opened, ()
     why = shape_fault(schema, opened.body)
-    higher = config.next_tier_up(opened.tier) if why else None
+    usable = route.decision.usable_tiers  # never past the tenant's allowed tiers, nor to one that cannot
+    higher = min((t for t in config.tiers if t.level > opened.tier.level and t.name in usable),
+                 key=lambda t: t.level, default=None) if why else None
     if higher is None:
         return opened, ()
     first = Usage()

@@ -284,7 +284,7 @@ def _decide_auto(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
     if shift and scored:
         unshifted = _auto(t, _scores_level(signal, policy.quality_preference, None)[0], usage, _Trace(False))
     routed_by = RoutedBy.CLASSIFIER if index == baseline else RoutedBy.POLICY
-    return _finish(policy, t.names[index], routed_by, trace,
+    return _finish(t, t.names[index], routed_by, trace,
                    baseline=t.names[baseline] if baseline is not None else None,
                    unshifted=t.names[unshifted] if unshifted is not None and unshifted != index else None)
 
@@ -307,7 +307,7 @@ def _decide_named(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
         raise t.refuse(index)  # a named tier is never silently swapped for a capable one
     index = _budget(index, t, usage, trace)
     routed_by = RoutedBy.EXPLICIT if index == explicit else RoutedBy.POLICY
-    return _finish(policy, t.names[index], routed_by, trace, baseline=t.names[explicit])
+    return _finish(t, t.names[index], routed_by, trace, baseline=t.names[explicit])
 
 
 def decide(policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any],
@@ -324,18 +324,20 @@ def decide(policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any],
             trace.add(StepKind.CAPABILITIES, t.capability_detail)
             if index in t.missing:
                 raise t.refuse(index)
-        return _finish(policy, pinned, RoutedBy.PINNED, trace, baseline=pinned)
+        return _finish(t, pinned, RoutedBy.PINNED, trace, baseline=pinned)
     if request.requested_model == AUTO:
         return _decide_auto(t, usage, trace)
     return _decide_named(t, usage, trace)
 
 
-def _finish(policy: TenantPolicy, tier_name: str, routed_by: RoutedBy, trace: _Trace, *,
+def _finish(t: _Tiers, tier_name: str, routed_by: RoutedBy, trace: _Trace, *,
             baseline: str | None, unshifted: str | None = None) -> Decision:
+    policy = t.policy
     trace.add(StepKind.CHOSEN, lambda: {"tier": tier_name, "routed_by": routed_by.value})
     limits = {k: v for k, v in (("max_tokens_cap", policy.max_tokens), ("sampling_rate", policy.sampling_rate))
               if v is not None}
     if limits or policy.priority != "interactive":
         trace.add(StepKind.LIMITS, lambda: {**limits, "priority": policy.priority})
     return Decision(tier_name, routed_by, tuple(trace.steps or ()), baseline, unshifted,
-                    policy.max_tokens, policy.priority, policy.sampling_rate, policy.structured_escalation)
+                    policy.max_tokens, policy.priority, policy.sampling_rate, policy.structured_escalation,
+                    tuple(t.names[i] for i in t.usable))

@@ -76,6 +76,7 @@ class Decision:
     priority: str = "interactive"
     sampling_rate: float | None = None
     structured_escalation: bool = True
+    usable_tiers: tuple[str, ...] = ()  # tiers this tenant may use that can serve this request
 
     def explain(self) -> list[dict[str, Any]]:
         return [step.as_dict() for step in self.steps]

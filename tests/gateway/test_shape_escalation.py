@@ -19,14 +19,19 @@ from tests.support import wait_for
 HI = [{"role": "user", "content": "a person please"}]
 SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
 FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}}
-KEYS = {"eager": "sk-eager-shape-key", "plain": "sk-plain-shape-key"}
+KEYS = {"eager": "sk-eager-shape-key", "plain": "sk-plain-shape-key", "capped": "sk-capped-shape-key",
+        "small-only": "sk-small-only-shape-key"}
 
 
 @pytest.fixture
 async def three(fakes, gateway, redis_prefix, tmp_path):
     (small, s_url), (medium, m_url), (large, l_url) = await fakes(3)
     tenants = {"eager": {"keys": [{"id": "k", "sha256": hash_key(KEYS["eager"])}]},
-               "plain": {"keys": [{"id": "k", "sha256": hash_key(KEYS["plain"])}], "structured_escalation": False}}
+               "plain": {"keys": [{"id": "k", "sha256": hash_key(KEYS["plain"])}], "structured_escalation": False},
+               "capped": {"keys": [{"id": "k", "sha256": hash_key(KEYS["capped"])}],
+                          "allowed_tiers": ["small", "large"]},
+               "small-only": {"keys": [{"id": "k", "sha256": hash_key(KEYS["small-only"])}],
+                              "allowed_tiers": ["small"]}}
     tiers = [{**tier(name, level, [url]), "capabilities": {"structured_outputs": True}}
              for level, (name, url) in enumerate((("small", s_url), ("medium", m_url), ("large", l_url)), start=1)]
     doc = base_config(tiers,
@@ -98,6 +103,18 @@ async def test_streams_and_tenants_that_opted_out_are_not_escalated(three):
         answer = await client.chat.completions.create(model="small", messages=HI, response_format=FORMAT)
     assert answer.choices[0].finish_reason == "length"
     assert (small.served, medium.served) == (2, 0)
+
+
+async def test_escalation_stays_within_the_tenants_allowed_tiers(three):
+    gw, small, medium, large = three
+    medium.reply = large.reply = '{"name":"Ada"}'
+    async with _client(gw, "capped") as client:  # may not use medium: the next tier up it may use is large
+        raw = await client.chat.completions.with_raw_response.create(model="small", messages=HI,
+                                                                     response_format=FORMAT)
+    assert raw.headers["x-tiergate-tier"] == "large" and medium.served == 0 and large.served == 1
+    async with _client(gw, "small-only") as client:
+        answer = await client.chat.completions.create(model="small", messages=HI, response_format=FORMAT)
+    assert answer.choices[0].finish_reason == "length" and (small.served, large.served) == (2, 1)
 
 
 def _records(gw):
