@@ -1,11 +1,9 @@
 """Per-request bookkeeping: ids, the routing outcome and timing for the x-tiergate-* headers."""
 from __future__ import annotations
 
-import os
-import re
 import time
 
-_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+from webwire.errors import request_id_from
 
 
 class RequestContext:
@@ -13,8 +11,7 @@ class RequestContext:
 
     def __init__(self, client_request_id: str | None):
         self.start = time.perf_counter()
-        ok = client_request_id is not None and _CLIENT_ID.match(client_request_id)
-        self.request_id = client_request_id if ok else "req-" + os.urandom(12).hex()
+        self.request_id = request_id_from(client_request_id)
         self.tenant = "none"
         self.tier = "none"
         self.model = "none"

@@ -15,7 +15,7 @@ log = logging.getLogger("wire.errors")  # the logger name operators already filt
 # The request's id, set by whoever assigns one (the gateway's context); else the caller's
 # x-request-id when it looks like one, else a new one. 500s carry it in the body and the log.
 REQUEST_ID = web.RequestKey("tiergate_request_id", str)
-_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+CLIENT_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")  # an x-request-id we echo as it is
 
 # Exceptions that only a request's content raises on our paths (text no encoder takes, nesting
 # past the recursion limit, a number past a C type): a 400, though nothing checked it earlier.
@@ -30,12 +30,14 @@ def error_response(err: OpenAIError) -> web.Response:
     return web.json_response(err.body(), status=err.status, headers=err.headers)
 
 
+def request_id_from(given: str | None) -> str:
+    """The caller's x-request-id when it looks like one, else a new id."""
+    return given if given and CLIENT_REQUEST_ID.match(given) else "req-" + os.urandom(12).hex()
+
+
 def request_id(request: web.Request) -> str:
-    assigned = request.get(REQUEST_ID)
-    if assigned:
-        return assigned
-    given = request.headers.get("x-request-id", "")
-    request[REQUEST_ID] = given if _CLIENT_ID.match(given) else "req-" + os.urandom(12).hex()
+    if not request.get(REQUEST_ID):
+        request[REQUEST_ID] = request_id_from(request.headers.get("x-request-id"))
     return request[REQUEST_ID]
 
 

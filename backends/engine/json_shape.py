@@ -46,6 +46,22 @@ def _finish_number(text: str, schema: dict) -> str:
     raise Unclosable("no digits bring this number within its bounds")
 
 
+def _escape_tail(frame: Frame) -> str:
+    """What finishes an escape cut mid-way: a letter after a backslash, zeros inside \\u."""
+    return "n" if frame.escape == 1 else "0" * (6 - frame.escape) if frame.escape >= 2 else ""
+
+
+def _complete(frame: Frame, options: list[str], cost) -> tuple[str, str]:
+    """The rest of the string written so far, as the cheapest option it can still become."""
+    tail = _escape_tail(frame)
+    options = [v for v in options if dump(v)[1:-1].startswith(frame.text)]
+    if not options:
+        raise Unclosable("no allowed string starts this way")
+    best = min(options, key=cost)
+    rest = (tail + '"') if dump(best)[1:-1] == frame.text + tail else dump(best)[1 + len(frame.text):]
+    return rest, best
+
+
 @dataclass
 class Frame:
     kind: str                 # object, array, string, number, literal
@@ -192,46 +208,49 @@ class JsonShape:
         try:
             if not self.started:
                 return self.schemas.shortest(self.root).encode()
-            text = "".join(self._finish(i) for i in range(len(self.stack) - 1, -1, -1))
-            return _complete_utf8(self._pending) + text.encode()
+            parts, key = [], None  # key: the one an unfinished key string is completed to
+            for i in range(len(self.stack) - 1, -1, -1):
+                frame = self.stack[i]
+                if frame.kind == "string" and frame.is_key:
+                    text, key = self._finish_key(frame, self.stack[i - 1])
+                else:
+                    text = self._finish(i, key)
+                parts.append(text)
+            return _complete_utf8(self._pending) + "".join(parts).encode()
         except Unclosable:
             return None
 
-    def _finish(self, index: int) -> str:
-        """Text that ends frame `index`, given that everything above it has just ended."""
+    def _finish(self, index: int, key: str | None) -> str:
+        """Text that ends frame `index`, given that everything above it has just ended (`key`:
+        what an unfinished key string above it was completed to)."""
         frame = self.stack[index]
         above = index + 1 < len(self.stack)
         if frame.kind == "string":
-            return self._finish_string(frame, self.stack[index - 1] if frame.is_key else None)
+            return self._finish_string(frame)
         if frame.kind == "number":
             return _finish_number(frame.text, frame.schema)
         if frame.kind == "literal":
             return frame.state[len(frame.text):]
         if frame.kind == "array":
             return self._finish_array(frame, above)
-        return self._finish_object(frame, above)
+        return self._finish_object(frame, above, key)
 
-    def _finish_string(self, frame: Frame, key_of: Frame | None) -> str:
-        tail = "n" if frame.escape == 1 else "0" * (6 - frame.escape) if frame.escape >= 2 else ""
-        if key_of is not None:
-            options = [k for k in self._open_keys(key_of) if dump(k)[1:-1].startswith(frame.text)]
-            if free_keys(key_of.schema):
-                options.append(json.loads(f'"{frame.text}{tail}"'))  # any key: end this one here
-        else:
-            s = frame.schema
-            options = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None
-            if options is None:
-                if "pattern" in s or "format" in s:
-                    raise Unclosable("a string under a pattern or format")
-                short = max(0, int(s.get("minLength") or 0) - len(frame.text))
-                return tail + "a" * short + '"'
-            options = [v for v in options if isinstance(v, str) and dump(v)[1:-1].startswith(frame.text)]
-        if not options:
-            raise Unclosable("no allowed string starts this way")
-        best = min(options, key=lambda v: len(dump(v)) + (len(self._value_for_key(key_of, v)) if key_of else 0))
-        if key_of is not None:
-            key_of.key = best  # the closing goes on with this key's value
-        return (tail + '"') if dump(best)[1:-1] == frame.text + tail else dump(best)[1 + len(frame.text):]
+    def _finish_string(self, frame: Frame) -> str:
+        tail = _escape_tail(frame)
+        s = frame.schema
+        options = s["enum"] if isinstance(s.get("enum"), list) else [s["const"]] if "const" in s else None
+        if options is None:
+            if "pattern" in s or "format" in s:
+                raise Unclosable("a string under a pattern or format")
+            return tail + "a" * max(0, int(s.get("minLength") or 0) - len(frame.text)) + '"'
+        return _complete(frame, [v for v in options if isinstance(v, str)], lambda v: len(dump(v)))[0]
+
+    def _finish_key(self, frame: Frame, obj: Frame) -> tuple[str, str]:
+        """The end of a key string and the key it makes: the one whose whole entry is shortest."""
+        options = list(self._open_keys(obj))
+        if free_keys(obj.schema):
+            options.append(json.loads(f'"{frame.text}{_escape_tail(frame)}"'))  # any key: end this one here
+        return _complete(frame, options, lambda k: len(dump(k)) + len(self._value_for_key(obj, k)))
 
     def _open_keys(self, obj: Frame) -> list[str]:
         """Keys the object may still take: its unwritten properties, and '' where any key goes."""
@@ -246,15 +265,13 @@ class JsonShape:
     def _missing(self, obj: Frame, also_seen: set) -> list[str]:
         return [k for k in obj.schema.get("required") or [] if k not in obj.seen and k not in also_seen]
 
-    def _finish_object(self, obj: Frame, above: bool) -> str:
+    def _finish_object(self, obj: Frame, above: bool, key: str | None) -> str:
         out, written = "", set()
         state = obj.state
-        if state == "key":  # the key string just ended (its text came from above)
-            out += ":" + self._value_for_key(obj, obj.key)
-            written.add(obj.key)
-        elif state == "colon":
-            out += ":" + self._value_for_key(obj, obj.key)
-            written.add(obj.key)
+        if state in ("key", "colon"):  # a key just ended (in "key": its text came from above)
+            key = key if state == "key" else obj.key
+            out += ":" + self._value_for_key(obj, key)
+            written.add(key)
         elif state == "value":
             if not above:
                 out += self._value_for_key(obj, obj.key)

@@ -79,18 +79,20 @@ class Schemas:
         return "0"  # no type: any value; a digit is the shortest
 
     def item(self, array: dict, index: int, depth: int = 0) -> str:
-        prefix = array.get("prefixItems")
-        if isinstance(prefix, list) and index < len(prefix):
-            return self.shortest(prefix[index], depth + 1)
-        items = array.get("items")
-        return self.shortest(items if isinstance(items, dict) else {}, depth + 1)
+        """The shortest value for item `index` of the array."""
+        return self.shortest(_item(array, index), depth + 1)
 
     def item_schema(self, array: dict, index: int) -> dict:
-        prefix = array.get("prefixItems")
-        if isinstance(prefix, list) and index < len(prefix):
-            return self.resolve(prefix[index])
-        items = array.get("items")
-        return self.resolve(items if isinstance(items, dict) else {})
+        return self.resolve(_item(array, index))
+
+
+def _item(array: dict, index: int):
+    """Item `index`'s schema as written: its `prefixItems` entry, else `items`."""
+    prefix = array.get("prefixItems")
+    if isinstance(prefix, list) and index < len(prefix):
+        return prefix[index]
+    items = array.get("items")
+    return items if isinstance(items, dict) else {}
 
 
 def free_keys(schema: dict) -> bool:
