@@ -6,6 +6,7 @@ from aiohttp import web
 from webwire.errors import REQUEST_ID, error_middleware
 
 from . import dropin, handlers
+from .batches import api as batches_api
 from .console import routes as console
 from .context import RequestContext
 from .handlers import CTX, STATE
@@ -45,6 +46,7 @@ def build_app(state: GatewayState) -> web.Application:
     app.router.add_post("/v1/route", handlers.route_dry_run)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/usage", handlers.usage)
+    batches_api.add_routes(app)  # /v1/files, /v1/batches
     app.router.add_get("/health", handlers.health)
     app.router.add_get("/metrics", handlers.metrics_endpoint)
     app.router.add_get("/openapi.json", openapi_endpoint)

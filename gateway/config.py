@@ -17,6 +17,7 @@ from policies.config import PoliciesConfig, parse_policies
 from typedconfig import ConfigError, Fields, parse_section, setting
 from typedconfig.sections import reject_moved
 
+from .batches.config import BatchesConfig
 from .config_tiers import Price, Tier, WorkerSpec, check_names_and_keys, parse_tiers
 from .quality.config import QualityConfig, parse_quality
 
@@ -123,6 +124,8 @@ class Config:
                                          "top on the top tier, scores them, and moves traffic off a tier whose "
                                          "failure rate rises. Without this section it is off.",
                                      factory=lambda: QualityConfig(enabled=False), parse=parse_quality)
+    batches: BatchesConfig = setting(doc="The OpenAI Batch API (/v1/files, /v1/batches): limits and the pace "
+                                         "at which batches drain on spare capacity.", factory=BatchesConfig)
     policies: PoliciesConfig = setting(doc="Per-tenant policy defaults and service settings (the tenants "
                                            "themselves are the top-level `tenants:`).", factory=PoliciesConfig,
                                        key="policy")

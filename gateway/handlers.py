@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
+from dataclasses import replace
 
 from aiohttp import web
 
 from wire.embeddings import parse_embeddings
 from webwire.errors import read_json_object
-from wire.errors import OpenAIError
+from wire.errors import OpenAIError, bad_request
 from wire.requests import parse_chat, parse_completion
 
 from . import metrics
@@ -52,53 +54,75 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
                     shaper=None) -> web.StreamResponse:
-    """The one request path: parse -> authenticate -> route -> admit -> relay -> finish(outcome).
+    """An HTTP request on the one request path: read the body, authenticate, then `serve`.
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
     streamed chunk) into their own wire format."""
     state = request.app[STATE]
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
-    ctx = request[CTX]
-    policy = state.policy
-    embedding = kind == "embeddings"
     try:
         if body is None:
             body = await _read_body(request, config.limits.max_body_bytes)
+        tenant = tenant or state.policy.authenticate(request.headers.get("Authorization"))
+    except OpenAIError as refusal:
+        await count_refusal(state.policy, request, tenant, refusal)
+        raise
+    return await serve(state, config, request[CTX], tenant, kind, body, client=request, shaper=shaper)
+
+
+async def serve(state, config, ctx, tenant, kind: str, body: dict, *, client: web.Request | None = None,
+                shaper=None, priority: str | None = None, gate=None) -> web.StreamResponse:
+    """parse -> route -> admit -> relay -> finish(outcome), for an authenticated tenant.
+
+    `client` is the HTTP request a stream is written to; without one (a batch line) only whole
+    answers are possible. `priority` overrides the tenant's, and `gate(tier)` is held from
+    admission to the end (batch lines: wait for spare capacity on the routed tier)."""
+    policy = state.policy
+    embedding = kind == "embeddings"
+    ctx.tenant = tenant.name
+    try:
         parsed = _parse(kind, body)
-        tenant = tenant or policy.authenticate(request.headers.get("Authorization"))
-        ctx.tenant = tenant.name
         route = plan_embeddings_route(state, config, tenant, parsed) if embedding else \
             plan_route(state, config, tenant, parsed, body)
     except OpenAIError as refusal:
-        await count_refusal(policy, request, tenant, refusal)
+        await charge_refusal(policy, ctx, tenant, refusal)
         raise
+    if priority is not None:
+        route = replace(route, decision=replace(route.decision, priority=priority))
     ctx.tier, ctx.model = route.tier.name, route.tier.model
-    max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
-    cap = route.decision.max_tokens_cap
-    admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
-                                   min(max_tokens, cap) if cap else max_tokens)
     stream = not embedding and parsed.params.stream
-    sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
-    outcome = await relay(request, state, config, ctx, route, kind, body, stream=stream,
-                          include_usage=not embedding and parsed.params.include_usage, shaper=shaper,
-                          tap=sample.tap if sample is not None else None)
-    await finish(outcome, Admitted(ctx, route, admission, sample),
-                 Sinks(config, policy, state.activity, state.quality))
+    if stream and client is None:
+        raise bad_request("'stream' needs a client connection to stream to", param="stream")
+    async with gate(route.tier) if gate is not None else nullcontext():
+        max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
+        cap = route.decision.max_tokens_cap
+        admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
+                                       min(max_tokens, cap) if cap else max_tokens)
+        sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
+        outcome = await relay(client, state, config, ctx, route, kind, body, stream=stream,
+                              include_usage=not embedding and parsed.params.include_usage, shaper=shaper,
+                              tap=sample.tap if sample is not None else None)
+        await finish(outcome, Admitted(ctx, route, admission, sample),
+                     Sinks(config, policy, state.activity, state.quality))
     return outcome.deliver()
 
 
 async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
-    """A refused request still counts against its tenant's request rate, so a flood of bad
-    requests is limited like any other: past the limit its 429 replaces the refusal."""
-    if refusal.status in (401, 429) or refusal.status >= 500:
-        return
+    """`charge_refusal` for an HTTP request whose tenant may not be known yet."""
     if tenant is None:
         try:
             tenant = policy.authenticate(request.headers.get("Authorization"))
         except OpenAIError:
             return  # no tenant to count it against
-    ctx = request[CTX]
+    await charge_refusal(policy, request[CTX], tenant, refusal)
+
+
+async def charge_refusal(policy, ctx, tenant, refusal: OpenAIError) -> None:
+    """A refused request still counts against its tenant's request rate, so a flood of bad
+    requests is limited like any other: past the limit its 429 replaces the refusal."""
+    if refusal.status in (401, 429) or refusal.status >= 500:
+        return
     ctx.tenant = tenant.name
     try:
         await policy.admit(tenant, ctx.request_id, 0, 0)

@@ -48,6 +48,8 @@ class _Metrics:
         self.reloads = Counter("tiergate_config_reloads_total", "Config reload attempts", ["result"])
         self.stream_cut = Counter("tiergate_streams_cut_total", "Streams ended by an upstream failure",
                                   ["tier", "backend"])
+        self.batch_lines = Counter("tiergate_batch_lines_total", "Batch lines finished, or put off for later "
+                                   "(rate limit, budget, no worker)", ["outcome"])
         self.backend_up = Gauge("tiergate_backend_up", "1 if the backend is eligible for traffic",
                                 ["backend"], multiprocess_mode="max")
 

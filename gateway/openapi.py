@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import openapi_dropin
+from .batches import openapi as batches_openapi
 from .console import routes as console_routes
 
 
@@ -159,6 +160,8 @@ SPEC = {
 
 
 SCHEMAS.update(openapi_dropin.SCHEMAS)
+SCHEMAS.update(batches_openapi.SCHEMAS)
+SPEC["paths"].update(batches_openapi.paths(_ERRORS, _json))
 SPEC["paths"].update(openapi_dropin.paths(_ERRORS, _json))
 SPEC["paths"].update(console_routes.describe(_json, _ERR))
 

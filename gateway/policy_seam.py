@@ -25,6 +25,8 @@ class Tenant(Protocol):
 class PolicyService(Protocol):
     def authenticate(self, authorization: str | None) -> Tenant: ...
 
+    def holder(self, name: str, key_id: str | None) -> Tenant | None: ...
+
     def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int) -> Any: ...
@@ -49,6 +51,9 @@ class OpenPolicy:
 
     def authenticate(self, authorization: str | None) -> AnonymousTenant:
         return self._TENANT
+
+    def holder(self, name: str, key_id: str | None) -> AnonymousTenant | None:
+        return self._TENANT if name == self._TENANT.name else None
 
     def decide(self, tenant, request: RouteRequest, tiers) -> Decision:
         if tiers is not self._seen:  # a new config: sort its tiers once, cheapest first

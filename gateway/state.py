@@ -16,6 +16,7 @@ from functools import partial
 import aiohttp
 
 from .affinity import AffinityIndex
+from .batches.runner import BatchRunner
 from .classify import Classifier, ClassifierSlot, load_classifier
 from .config import Config, ConfigError, load_config
 from .console.activity import ActivityLog
@@ -50,6 +51,7 @@ class GatewayState:
         self._config_mtime = self._mtime()
         self.quality = QualityMonitor(lambda: self.config, self.classifiers, partial(open_upstream, self))
         self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
+        self.batches = BatchRunner(self)
 
     @property
     def classifier(self) -> Classifier:
@@ -83,6 +85,8 @@ class GatewayState:
         self._tasks.append(asyncio.create_task(self._health_loop()))
         if self.activity.enabled:
             self._tasks.append(asyncio.create_task(self.activity.run()))
+        if self.redis is not None and self.config.batches.enabled:
+            self._tasks.append(asyncio.create_task(self.batches.run()))
         if self.config_path:
             self._tasks.append(asyncio.create_task(self._watch_config()))
             try:
@@ -91,6 +95,7 @@ class GatewayState:
                 pass
 
     async def stop(self) -> None:
+        await self.batches.stop()  # lines in flight are cut and run again by whoever resumes the batch
         await self.quality.stop()
         for task in self._tasks:
             task.cancel()

@@ -38,6 +38,13 @@ class KeyRing:
         self._entries = entries
         self._anonymous = config.tenants.get(config.anonymous_tenant) if config.anonymous_tenant else None
 
+    def holder(self, name: str, key_id: str | None) -> Tenant | None:
+        """The tenant `name` as its key `key_id` authenticates it, while that key is still valid
+        (work done later on a tenant's behalf: batch lines)."""
+        return next((t for _, t in self._entries if t.name == name and t.key_id == key_id), None) \
+            or (self._anonymous if self._anonymous is not None and self._anonymous.name == name
+                and key_id == self._anonymous.key_id else None)
+
     def authenticate(self, authorization: str | None) -> Tenant:
         if not authorization or not authorization.strip():
             if self._anonymous is not None:

@@ -79,6 +79,9 @@ class PolicyService:
     def authenticate(self, authorization: str | None) -> Tenant:
         return self.keyring.authenticate(authorization)
 
+    def holder(self, name: str, key_id: str | None) -> Tenant | None:
+        return self.keyring.holder(name, key_id)
+
     def update_tiers(self, tiers: Sequence[Any]) -> None:
         self._prices = {**self._priced_only, **{(t["name"] if isinstance(t, dict) else t.name): tier_price(t)
                                                 for t in tiers}}

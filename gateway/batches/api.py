@@ -1,0 +1,187 @@
+"""/v1/files and /v1/batches in OpenAI's shapes, scoped to the calling tenant."""
+from __future__ import annotations
+
+import re
+import time
+
+from aiohttp import web
+
+from webwire.errors import read_json_object
+from wire.errors import OpenAIError, bad_request
+
+from ..handlers import CTX, STATE
+from .files import PURPOSE_INPUT, FileStore
+from .jsonl import ENDPOINTS, check_endpoint, read_lines
+from .runner import stores
+from .store import BatchStore, new_batch_id
+
+WINDOW = re.compile(r"^([1-9][0-9]{0,3})h$")
+BATCH_FIELDS = {"input_file_id", "endpoint", "completion_window", "metadata"}
+MAX_METADATA = (16, 64, 512)  # pairs, key length, value length (OpenAI's limits)
+
+
+def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
+    """The state, the calling tenant and the stores; a 404 where this gateway has no Batch API."""
+    state = request.app[STATE]
+    tenant = state.policy.authenticate(request.headers.get("Authorization"))
+    request[CTX].tenant = tenant.name
+    if not state.config.batches.enabled:
+        raise OpenAIError(404, "the Batch API is turned off in this gateway's config (batches.enabled)",
+                          code="not_found")
+    if state.redis is None:
+        raise OpenAIError(404, "the Batch API needs the gateway's Redis, which is not configured", code="not_found")
+    files, batches = stores(state)
+    return state, tenant, files, batches
+
+
+def _page_args(request: web.Request, default: int, most: int) -> tuple[int, str | None]:
+    raw = request.query.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise bad_request(f"'limit' must be an integer from 1 to {most}", param="limit")
+    return int(raw), request.query.get("after")
+
+
+async def _read_part(part, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await part.read_chunk(1 << 16):
+        data += chunk
+        if len(data) > limit:
+            raise OpenAIError(413, f"the file is larger than {limit} bytes (batches.max_file_bytes)",
+                              param="file", code="file_too_large")
+    return bytes(data)
+
+
+async def upload_file(request: web.Request) -> web.Response:
+    state, tenant, files, _ = _open(request)
+    limits = state.config.batches
+    if not request.content_type.startswith("multipart/"):
+        raise bad_request("upload a file as multipart/form-data with fields 'purpose' and 'file'", code="invalid_request")
+    form: dict[str, object] = {}
+    async for part in await request.multipart():
+        if part.name == "file":
+            form["file"] = (part.filename or "upload.jsonl", await _read_part(part, limits.max_file_bytes))
+        elif part.name == "purpose":
+            form["purpose"] = (await _read_part(part, 64)).decode("utf-8", "replace")
+        else:
+            raise bad_request(f"form field '{part.name}' is not supported", param=part.name,
+                              code="unsupported_parameter")
+    if form.get("purpose") != PURPOSE_INPUT:
+        raise bad_request("'purpose' must be 'batch': this gateway keeps files for the Batch API only",
+                          param="purpose")
+    if "file" not in form:
+        raise bad_request("the form has no 'file'", param="file")
+    filename, content = form["file"]
+    read_lines(content, max_lines=limits.max_lines, max_line_bytes=limits.max_line_bytes)
+    return web.json_response(await files.put(tenant.name, content, filename, PURPOSE_INPUT))
+
+
+async def list_files(request: web.Request) -> web.Response:
+    _, tenant, files, _ = _open(request)
+    limit, after = _page_args(request, 10000, 10000)
+    return web.json_response(await files.listing(tenant.name, limit, after, request.query.get("purpose")))
+
+
+async def get_file(request: web.Request) -> web.Response:
+    _, tenant, files, _ = _open(request)
+    return web.json_response(await files.meta(tenant.name, request.match_info["file_id"]))
+
+
+async def file_content(request: web.Request) -> web.Response:
+    _, tenant, files, _ = _open(request)
+    content = await files.content(tenant.name, request.match_info["file_id"])
+    return web.Response(body=content, content_type="application/jsonl")
+
+
+async def delete_file(request: web.Request) -> web.Response:
+    _, tenant, files, _ = _open(request)
+    file_id = request.match_info["file_id"]
+    await files.delete(tenant.name, file_id)
+    return web.json_response({"id": file_id, "object": "file", "deleted": True})
+
+
+def _check_metadata(metadata) -> dict | None:
+    pairs, key_len, value_len = MAX_METADATA
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or len(metadata) > pairs or not all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= key_len and len(v) <= value_len
+            for k, v in metadata.items()):
+        raise bad_request(f"'metadata' must map at most {pairs} strings of up to {key_len} characters to strings "
+                          f"of up to {value_len}", param="metadata")
+    return metadata
+
+
+def _window_s(window, most_h: int) -> int:
+    match = WINDOW.match(window) if isinstance(window, str) else None
+    if match is None or int(match.group(1)) > most_h:
+        raise bad_request(f"'completion_window' must be a number of hours up to {most_h}h, such as '24h'",
+                          param="completion_window")
+    return int(match.group(1)) * 3600
+
+
+async def create_batch(request: web.Request) -> web.Response:
+    state, tenant, files, batches = _open(request)
+    limits = state.config.batches
+    body = await read_json_object(request)
+    unknown = sorted(set(body) - BATCH_FIELDS)
+    if unknown:
+        raise bad_request(f"unsupported parameter(s) {unknown}", param=unknown[0], code="unsupported_parameter")
+    endpoint, file_id = body.get("endpoint"), body.get("input_file_id")
+    if endpoint not in ENDPOINTS:
+        raise bad_request(f"'endpoint' must be one of {sorted(ENDPOINTS)}", param="endpoint")
+    if not isinstance(file_id, str):
+        raise bad_request("'input_file_id' must be a file id", param="input_file_id")
+    window_s = _window_s(body.get("completion_window"), limits.max_completion_window_h)
+    metadata = _check_metadata(body.get("metadata"))
+    if (await files.meta(tenant.name, file_id))["purpose"] != PURPOSE_INPUT:
+        raise bad_request(f"file '{file_id}' was not uploaded with purpose 'batch'", param="input_file_id")
+    content = await files.content(tenant.name, file_id)
+    lines = read_lines(content, max_lines=limits.max_lines, max_line_bytes=limits.max_line_bytes)
+    check_endpoint(lines, endpoint)
+    if await batches.count_active(tenant.name) >= limits.max_active_per_tenant:
+        raise OpenAIError(429, f"tenant {tenant.name!r} has {limits.max_active_per_tenant} unfinished batches "
+                               "(batches.max_active_per_tenant); wait for one to end", code="too_many_batches")
+    now = int(time.time())
+    meta = {"id": new_batch_id(), "endpoint": endpoint, "input_file_id": file_id,
+            "completion_window": body["completion_window"], "created_at": now, "expires_at": now + window_s,
+            "metadata": metadata, "total": len(lines), "key_id": getattr(tenant, "key_id", None)}
+    await batches.create(tenant.name, meta, content)
+    return web.json_response(await batches.get(tenant.name, meta["id"]))
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    _, tenant, _, batches = _open(request)
+    return web.json_response(await batches.get(tenant.name, request.match_info["batch_id"]))
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    _, tenant, _, batches = _open(request)
+    limit, after = _page_args(request, 20, 100)
+    return web.json_response(await batches.listing(tenant.name, limit, after))
+
+
+async def cancel_batch(request: web.Request) -> web.Response:
+    """Stop dispatching; the runner waits for the lines in flight and then reports the batch
+    `cancelled` with what finished."""
+    _, tenant, _, batches = _open(request)
+    batch_id = request.match_info["batch_id"]
+    batch = await batches.get(tenant.name, batch_id)
+    if batch["status"] in ("validating", "in_progress"):
+        await batches.move(tenant.name, batch_id, ("validating", "in_progress"), "cancelling")
+        batch = await batches.get(tenant.name, batch_id)
+    if batch["status"] not in ("cancelling", "cancelled"):
+        raise bad_request(f"batch '{batch_id}' is {batch['status']} and can no longer be cancelled",
+                          code="invalid_state")
+    return web.json_response(batch)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/files", upload_file)
+    app.router.add_get("/v1/files", list_files)
+    app.router.add_get("/v1/files/{file_id}", get_file)
+    app.router.add_get("/v1/files/{file_id}/content", file_content)
+    app.router.add_delete("/v1/files/{file_id}", delete_file)
+    app.router.add_post("/v1/batches", create_batch)
+    app.router.add_get("/v1/batches", list_batches)
+    app.router.add_get("/v1/batches/{batch_id}", get_batch)
+    app.router.add_post("/v1/batches/{batch_id}/cancel", cancel_batch)

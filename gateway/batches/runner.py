@@ -1,0 +1,230 @@
+"""Draining batches: the process holding the lease runs every active batch's undone lines
+through the request path, `max_in_flight` at a time and within each tier's share (pacer.py),
+records each result once, and writes the output and error files when the batch ends.
+
+A batch ends when every line has a result (completed), when it was cancelled (after the lines
+in flight finish: cancelled), or when its completion window closes (the undone lines fail
+with batch_expired: expired). A restarted gateway finds the active batches in Redis and runs
+only the lines that have no result yet.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from ..metrics import METRICS
+from .files import PURPOSE_OUTPUT, FileStore
+from .jsonl import BatchLine, read_lines
+from .lease import Lease
+from .lines import LineResult, TryLater, result_line, run_line
+from .pacer import Pacer
+from .store import BatchStore
+
+log = logging.getLogger(__name__)
+POLL_S = 0.5
+PROGRESS_EVERY_S = 10.0
+
+
+def stores(state) -> tuple[FileStore, BatchStore]:
+    config = state.config
+    ttl_s = config.batches.file_ttl_days * 86400
+    return (FileStore(state.redis, config.redis.key_prefix, ttl_s),
+            BatchStore(state.redis, config.redis.key_prefix, ttl_s))
+
+
+def _is_ok(line: bytes) -> bool:
+    response = json.loads(line).get("response")
+    return bool(response) and response.get("status_code") == 200
+
+
+class BatchRunner:
+    def __init__(self, state):
+        self.state = state
+        self.pacer = Pacer(state)
+        self.lease: Lease | None = None
+        self.draining: dict[tuple[str, str], asyncio.Task] = {}
+        self.slots: asyncio.Semaphore | None = None
+
+    async def run(self) -> None:
+        """The background loop of every gateway process; only the lease holder drains."""
+        config = self.state.config
+        self.lease = Lease(self.state.redis, f"{config.redis.key_prefix}batches:runner", config.batches.lease_s)
+        self.slots = asyncio.Semaphore(config.batches.max_in_flight)
+        while True:
+            try:
+                if await self.lease.hold():
+                    await self._start_new()
+                else:
+                    self._drop_all()
+            except Exception as exc:  # Redis away: try again next round; the lease runs out meanwhile
+                log.warning("batch runner: %s", exc)
+                self._drop_all()
+            self.draining = {k: t for k, t in self.draining.items() if not t.done()}
+            await asyncio.sleep(POLL_S)
+
+    async def stop(self) -> None:
+        self._drop_all()
+        if self.draining:
+            await asyncio.gather(*self.draining.values(), return_exceptions=True)
+        if self.lease is not None:
+            try:
+                await self.lease.release()  # a restart resumes at once, not after the lease runs out
+            except Exception:
+                pass
+
+    def _drop_all(self) -> None:
+        for task in self.draining.values():
+            task.cancel()
+
+    async def _start_new(self) -> None:
+        _, batches = stores(self.state)
+        for key in await batches.active():
+            if key not in self.draining or self.draining[key].done():
+                self.draining[key] = asyncio.create_task(self._drain(*key), name=f"batch {key[1]}")
+
+    async def _drain(self, tenant_name: str, batch_id: str) -> None:
+        try:
+            await BatchDrain(self, tenant_name, batch_id).run()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("batch %s: draining failed; retried next round", batch_id)
+
+
+class BatchDrain:
+    """One batch, drained by the lease holder until it ends."""
+
+    def __init__(self, runner: BatchRunner, tenant_name: str, batch_id: str):
+        self.runner, self.state = runner, runner.state
+        self.files, self.batches = stores(self.state)
+        self.tenant_name, self.batch_id = tenant_name, batch_id
+        self.status = "in_progress"
+        self.started = time.monotonic()
+        self.finished_here = 0
+
+    async def run(self) -> None:
+        try:
+            fields = await self.batches.fields(self.tenant_name, self.batch_id)
+        except Exception:  # its record expired: nothing left to drain
+            await self.batches.forget(self.tenant_name, self.batch_id)
+            return
+        meta, self.status = json.loads(fields["meta"]), fields["status"]
+        lines = read_lines(await self.batches.input(self.tenant_name, self.batch_id),
+                           max_lines=meta["total"], max_line_bytes=1 << 62)
+        if self.status in ("in_progress", "cancelling"):
+            await self._dispatch(meta, lines)
+        await self._finalize(meta, lines)
+
+    def _stopping(self, meta: dict) -> bool:
+        return self.status != "in_progress" or time.time() >= meta["expires_at"]
+
+    async def _watch(self, meta: dict) -> None:
+        """The stored record is the truth: a cancel (from any process) or a changed window."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            fields = await self.batches.fields(self.tenant_name, self.batch_id)
+            self.status, meta["expires_at"] = fields["status"], json.loads(fields["meta"])["expires_at"]
+
+    async def _dispatch(self, meta: dict, lines: list[BatchLine]) -> None:
+        tenant = self.state.policy.holder(self.tenant_name, meta.get("key_id"))
+        done = await self.batches.done(self.tenant_name, self.batch_id)
+        pending = [i for i in range(len(lines)) if i not in done]
+        log.info("batch %s: %d of %d lines to run", self.batch_id, len(pending), len(lines))
+        watcher = asyncio.create_task(self._watch(meta))
+        in_flight: set[asyncio.Task] = set()
+        last_progress = time.monotonic()
+        try:
+            for index in pending:
+                await self.runner.slots.acquire()
+                if self._stopping(meta):
+                    self.runner.slots.release()
+                    break
+                task = asyncio.create_task(self._line(tenant, index, lines[index], meta))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+                if time.monotonic() - last_progress >= PROGRESS_EVERY_S:
+                    last_progress = time.monotonic()
+                    self._progress(len(done), len(lines))
+            if in_flight:
+                await asyncio.gather(*in_flight)
+        finally:
+            watcher.cancel()
+            for task in in_flight:
+                task.cancel()
+        self._progress(len(done), len(lines))
+
+    def _progress(self, done_before: int, total: int) -> None:
+        elapsed = time.monotonic() - self.started
+        log.info("batch %s: %d/%d lines done (%.1f lines/s here)", self.batch_id, done_before + self.finished_here,
+                 total, self.finished_here / elapsed if elapsed > 0 else 0.0)
+
+    async def _line(self, tenant, index: int, line: BatchLine, meta: dict) -> None:
+        try:
+            while True:
+                if tenant is None:
+                    result = LineResult(result_line(self.batch_id, index, line.custom_id, 401, {"error": {
+                        "message": "the key that created this batch is no longer valid",
+                        "type": "authentication_error", "param": None, "code": "invalid_api_key"}}), False, 0, 0)
+                    break
+                try:
+                    result = await run_line(self.state, tenant, self.batch_id, index, line, self.runner.pacer.slot)
+                    break
+                except TryLater as later:
+                    METRICS.batch_lines.labels("put_off").inc()
+                    await asyncio.sleep(later.after_s or self.state.config.batches.retry_after_s)
+                    if self._stopping(meta):
+                        return  # cancelled or expired meanwhile: finalize settles what is undone
+            if await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
+                                         result.input_tokens, result.output_tokens):
+                self.finished_here += 1
+                METRICS.batch_lines.labels("completed" if result.ok else "failed").inc()
+        finally:
+            self.runner.slots.release()
+
+    async def _finalize(self, meta: dict, lines: list[BatchLine]) -> None:
+        fields = await self.batches.fields(self.tenant_name, self.batch_id)
+        status, meta = fields["status"], json.loads(fields["meta"])
+        all_done = len(await self.batches.done(self.tenant_name, self.batch_id)) == len(lines)
+        if status == "cancelling":
+            final = "cancelled"
+        elif status in ("in_progress", "finalizing") and all_done:
+            final = "completed"
+            await self.batches.move(self.tenant_name, self.batch_id, ("in_progress",), "finalizing")
+        elif status == "in_progress" and time.time() >= meta["expires_at"]:
+            final = "expired"
+            await self._expire_undone(lines)
+        else:
+            return  # already final, or lines still undone (the lease changed hands): the next round runs them
+        output, errors = await self._write_files()
+        moved = await self.batches.move(self.tenant_name, self.batch_id, ("in_progress", "finalizing", "cancelling"),
+                                        final, output_file_id=output or "", error_file_id=errors or "")
+        if moved:
+            log.info("batch %s: %s", self.batch_id, final)
+
+    async def _expire_undone(self, lines: list[BatchLine]) -> None:
+        done = await self.batches.done(self.tenant_name, self.batch_id)
+        error = {"code": "batch_expired", "message": "This request could not be executed before the completion "
+                                                     "window expired."}
+        for index in sorted(set(range(len(lines))) - done):
+            line = result_line(self.batch_id, index, lines[index].custom_id, None, None, error)
+            await self.batches.record(self.tenant_name, self.batch_id, index, line, False, 0, 0)
+
+    async def _write_files(self) -> tuple[str | None, str | None]:
+        """The output and error files, in input order, under ids fixed by the batch id so that
+        finalizing again after a crash overwrites rather than duplicates them."""
+        results = await self.batches.results(self.tenant_name, self.batch_id)
+        ordered = [results[i] for i in sorted(results)]
+        stem = self.batch_id.removeprefix("batch_")
+        ids = []
+        for suffix, lines in (("output", [x for x in ordered if _is_ok(x)]),
+                              ("errors", [x for x in ordered if not _is_ok(x)])):
+            if not lines:
+                ids.append(None)
+                continue
+            meta = await self.files.put(self.tenant_name, b"\n".join(lines) + b"\n",
+                                        f"{self.batch_id}_{suffix}.jsonl", PURPOSE_OUTPUT,
+                                        file_id=f"file-{stem}-{suffix}")
+            ids.append(meta["id"])
+        return ids[0], ids[1]

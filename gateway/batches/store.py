@@ -1,0 +1,160 @@
+"""Batches in Redis: one hash per batch (its fixed fields as `meta`, then status, timestamps,
+counts and usage as fields of their own) and one hash of results, line index -> result line.
+
+A result is recorded with HSETNX and counted in the same script, so a line answered twice
+(its first answer lost with a killed gateway) is kept and counted once. Status changes are
+compare-and-set, so a cancel and the runner's last write cannot overwrite each other.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .files import not_found
+
+FINAL = ("completed", "failed", "expired", "cancelled")
+RUNNING = ("validating", "in_progress", "finalizing", "cancelling")
+TIMESTAMPS = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
+              "cancelled_at")
+
+_RECORD = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
+redis.call('HINCRBY', KEYS[2], 'input_tokens', ARGV[4])
+redis.call('HINCRBY', KEYS[2], 'output_tokens', ARGV[5])
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+return 1
+"""
+_TRANSITION = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 0 end
+for allowed in string.gmatch(ARGV[1], '[^,]+') do
+  if allowed == status then
+    redis.call('HSET', KEYS[1], 'status', ARGV[2], unpack(ARGV, 3))
+    return 1
+  end
+end
+return 0
+"""
+
+
+def new_batch_id() -> str:
+    return "batch_" + os.urandom(12).hex()
+
+
+class BatchStore:
+    def __init__(self, redis, prefix: str, ttl_s: int):
+        self.redis, self.prefix, self.ttl_s = redis, prefix, ttl_s
+        self._record = redis.register_script(_RECORD)
+        self._transition = redis.register_script(_TRANSITION)
+
+    def _key(self, tenant: str, batch_id: str) -> str:
+        return f"{self.prefix}batch:{tenant}:{batch_id}"
+
+    def _results(self, tenant: str, batch_id: str) -> str:
+        return self._key(tenant, batch_id) + ":results"
+
+    def _index(self, tenant: str) -> str:
+        return f"{self.prefix}batches:{tenant}"
+
+    @property
+    def _active(self) -> str:
+        return f"{self.prefix}batches:active"
+
+    async def create(self, tenant: str, meta: dict, content: bytes) -> None:
+        """The batch, with its own copy of the input file (deleting the file cannot starve it)."""
+        key, now = self._key(tenant, meta["id"]), meta["created_at"]
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(key + ":input", content, ex=self.ttl_s)
+            pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
+                                    "completed": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0})
+            pipe.expire(key, self.ttl_s)
+            pipe.zadd(self._index(tenant), {meta["id"]: now})
+            pipe.expire(self._index(tenant), self.ttl_s)
+            pipe.sadd(self._active, json.dumps([tenant, meta["id"]]))
+            await pipe.execute()
+
+    async def input(self, tenant: str, batch_id: str) -> bytes:
+        content = await self.redis.get(self._key(tenant, batch_id) + ":input")
+        if content is None:
+            raise not_found("batch input", batch_id)
+        return content
+
+    async def fields(self, tenant: str, batch_id: str) -> dict[str, str]:
+        raw = await self.redis.hgetall(self._key(tenant, batch_id))
+        if not raw:
+            raise not_found("batch", batch_id)
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def get(self, tenant: str, batch_id: str) -> dict:
+        return batch_object(await self.fields(tenant, batch_id))
+
+    async def active(self) -> list[tuple[str, str]]:
+        return [tuple(json.loads(m)) for m in await self.redis.smembers(self._active)]
+
+    async def count_active(self, tenant: str) -> int:
+        return sum(1 for owner, _ in await self.active() if owner == tenant)
+
+    async def done(self, tenant: str, batch_id: str) -> set[int]:
+        return {int(i) for i in await self.redis.hkeys(self._results(tenant, batch_id))}
+
+    async def results(self, tenant: str, batch_id: str) -> dict[int, bytes]:
+        raw = await self.redis.hgetall(self._results(tenant, batch_id))
+        return {int(i): line for i, line in raw.items()}
+
+    async def record(self, tenant: str, batch_id: str, index: int, line: bytes, ok: bool,
+                     input_tokens: int, output_tokens: int) -> bool:
+        """Keep a line's result unless one is kept already; True when this call kept it."""
+        kept = await self._record(keys=[self._results(tenant, batch_id), self._key(tenant, batch_id)],
+                                  args=[index, line, "completed" if ok else "failed", input_tokens, output_tokens,
+                                        self.ttl_s])
+        return bool(kept)
+
+    async def move(self, tenant: str, batch_id: str, allowed: tuple[str, ...], status: str, **fields) -> bool:
+        """Set `status` (and its timestamp, and `fields`) if the batch is in one of `allowed`."""
+        stamp = {f"{status}_at": int(time.time())} if f"{status}_at" in TIMESTAMPS else {}
+        pairs = [x for kv in {**stamp, **fields}.items() for x in kv]
+        moved = await self._transition(keys=[self._key(tenant, batch_id)], args=[",".join(allowed), status, *pairs])
+        if moved and status in FINAL:
+            await self.redis.srem(self._active, json.dumps([tenant, batch_id]))
+        return bool(moved)
+
+    async def forget(self, tenant: str, batch_id: str) -> None:
+        """Drop a batch whose record expired from the active set."""
+        await self.redis.srem(self._active, json.dumps([tenant, batch_id]))
+
+    async def listing(self, tenant: str, limit: int, after: str | None) -> dict:
+        ids = [i.decode() for i in await self.redis.zrevrange(self._index(tenant), 0, -1)]
+        if after is not None:
+            ids = ids[ids.index(after) + 1:] if after in ids else []
+        found = []
+        for batch_id in ids:
+            raw = await self.redis.hgetall(self._key(tenant, batch_id))
+            if not raw:
+                await self.redis.zrem(self._index(tenant), batch_id)
+                continue
+            found.append(batch_object({k.decode(): v.decode() for k, v in raw.items()}))
+            if len(found) > limit:
+                break
+        page = found[:limit]
+        return {"object": "list", "data": page, "has_more": len(found) > limit,
+                "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None}
+
+
+def batch_object(fields: dict[str, str]) -> dict:
+    """The OpenAI batch object from a batch's stored fields."""
+    meta = json.loads(fields["meta"])
+    stamps = {name: int(fields[name]) if name in fields else None for name in TIMESTAMPS}
+    completed, failed = int(fields["completed"]), int(fields["failed"])
+    tokens_in, tokens_out = int(fields["input_tokens"]), int(fields["output_tokens"])
+    return {"id": meta["id"], "object": "batch", "endpoint": meta["endpoint"], "errors": None,
+            "input_file_id": meta["input_file_id"], "completion_window": meta["completion_window"],
+            "status": fields["status"], "output_file_id": fields.get("output_file_id") or None,
+            "error_file_id": fields.get("error_file_id") or None, "created_at": meta["created_at"],
+            "expires_at": meta["expires_at"], **stamps,
+            "request_counts": {"total": meta["total"], "completed": completed, "failed": failed},
+            "usage": {"input_tokens": tokens_in, "output_tokens": tokens_out, "total_tokens": tokens_in + tokens_out,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}},
+            "metadata": meta.get("metadata")}
