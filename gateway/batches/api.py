@@ -1,10 +1,13 @@
 """/v1/files and /v1/batches in OpenAI's shapes, scoped to the calling tenant."""
 from __future__ import annotations
 
+import functools
+import logging
 import re
 import time
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
@@ -15,6 +18,7 @@ from .jsonl import ENDPOINTS, check_endpoint, read_lines
 from .runner import stores
 from .store import BatchStore, new_batch_id
 
+log = logging.getLogger(__name__)
 WINDOW = re.compile(r"^([1-9][0-9]{0,3})h$")
 BATCH_FIELDS = {"input_file_id", "endpoint", "completion_window", "metadata"}
 MAX_METADATA = (16, 64, 512)  # pairs, key length, value length (OpenAI's limits)
@@ -34,6 +38,19 @@ def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
     return state, tenant, files, batches
 
 
+def store_call(handler):
+    """Redis down: a 503 with Retry-After, as for every other store the gateway keeps there."""
+    @functools.wraps(handler)
+    async def answer(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except RedisError as exc:
+            log.warning("batch store unavailable: %s", exc)
+            raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
+                              code="service_unavailable", headers={"Retry-After": "1"}) from None
+    return answer
+
+
 def _page_args(request: web.Request, default: int, most: int) -> tuple[int, str | None]:
     raw = request.query.get("limit", str(default))
     if not raw.isdigit() or not 1 <= int(raw) <= most:
@@ -51,6 +68,7 @@ async def _read_part(part, limit: int) -> bytes:
     return bytes(data)
 
 
+@store_call
 async def upload_file(request: web.Request) -> web.Response:
     state, tenant, files, _ = _open(request)
     limits = state.config.batches
@@ -75,23 +93,27 @@ async def upload_file(request: web.Request) -> web.Response:
     return web.json_response(await files.put(tenant.name, content, filename, PURPOSE_INPUT))
 
 
+@store_call
 async def list_files(request: web.Request) -> web.Response:
     _, tenant, files, _ = _open(request)
     limit, after = _page_args(request, 10000, 10000)
     return web.json_response(await files.listing(tenant.name, limit, after, request.query.get("purpose")))
 
 
+@store_call
 async def get_file(request: web.Request) -> web.Response:
     _, tenant, files, _ = _open(request)
     return web.json_response(await files.meta(tenant.name, request.match_info["file_id"]))
 
 
+@store_call
 async def file_content(request: web.Request) -> web.Response:
     _, tenant, files, _ = _open(request)
     content = await files.content(tenant.name, request.match_info["file_id"])
     return web.Response(body=content, content_type="application/jsonl")
 
 
+@store_call
 async def delete_file(request: web.Request) -> web.Response:
     _, tenant, files, _ = _open(request)
     file_id = request.match_info["file_id"]
@@ -119,6 +141,7 @@ def _window_s(window, most_h: int) -> int:
     return int(match.group(1)) * 3600
 
 
+@store_call
 async def create_batch(request: web.Request) -> web.Response:
     state, tenant, files, batches = _open(request)
     limits = state.config.batches
@@ -149,17 +172,20 @@ async def create_batch(request: web.Request) -> web.Response:
     return web.json_response(await batches.get(tenant.name, meta["id"]))
 
 
+@store_call
 async def get_batch(request: web.Request) -> web.Response:
     _, tenant, _, batches = _open(request)
     return web.json_response(await batches.get(tenant.name, request.match_info["batch_id"]))
 
 
+@store_call
 async def list_batches(request: web.Request) -> web.Response:
     _, tenant, _, batches = _open(request)
     limit, after = _page_args(request, 20, 100)
     return web.json_response(await batches.listing(tenant.name, limit, after))
 
 
+@store_call
 async def cancel_batch(request: web.Request) -> web.Response:
     """Stop dispatching; the runner waits for the lines in flight and then reports the batch
     `cancelled` with what finished."""

@@ -38,7 +38,12 @@ async def submit(sdk: openai.AsyncOpenAI, content: bytes, endpoint: str = "/v1/c
 async def until(sdk: openai.AsyncOpenAI, batch_id: str, done, timeout_s: float = 60):
     """The batch once `done(batch)` holds (polled with a deadline)."""
     async def check():
-        batch = await sdk.batches.retrieve(batch_id)
+        try:
+            batch = await sdk.batches.retrieve(batch_id)
+        except openai.APIStatusError as err:  # 503: the store is down for a moment (chaos tests)
+            if err.status_code != 503:
+                raise
+            return None
         return batch if done(batch) else None
     return await wait_for(check, timeout_s=timeout_s, interval_s=0.1, what=f"batch {batch_id}")
 
