@@ -139,6 +139,15 @@ class Config:
         higher = [t for t in same_task if t.level > tier.level]
         return min(higher, key=lambda t: t.level) if higher else None
 
+    def embedding_tier(self, name: str) -> Tier | None:
+        """The embeddings tier a name means: its own, an alias of it, or the cheapest serving that model."""
+        target = self.aliases.get(name, name)
+        by_name = next((t for t in self.embedding_tiers if t.name == target), None)
+        if by_name is not None:
+            return by_name
+        serving = [t for t in self.embedding_tiers if t.model == target]
+        return min(serving, key=lambda t: t.level) if serving else None
+
     def resolve_model(self, name: str) -> str | None:
         """'auto', a tier name, or None for a model this config does not know.
 

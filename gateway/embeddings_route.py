@@ -17,20 +17,14 @@ from .config import AUTO, Config, Tier
 from .routing import Route
 
 
-def embedding_tier(config: Config, name: str) -> Tier | None:
-    target = config.aliases.get(name, name)
-    by_name = next((t for t in config.embedding_tiers if t.name == target), None)
-    if by_name is not None:
-        return by_name
-    serving = [t for t in config.embedding_tiers if t.model == target]
-    return min(serving, key=lambda t: t.level) if serving else None
-
-
 def plan_embeddings_route(state, config: Config, tenant, parsed: EmbeddingsRequest) -> Route:
     if config.resolve_model(parsed.model) == AUTO:
         raise bad_request("embeddings need a model name: vectors from different models are not "
                           "interchangeable, so 'auto' cannot choose one", param="model", code="invalid_value")
-    tier = embedding_tier(config, parsed.model)
+    tier = config.embedding_tier(parsed.model)
+    if tier is None and config.resolve_model(parsed.model) is not None:
+        raise bad_request(f"'{parsed.model}' is a chat model: send it to /v1/chat/completions or /v1/completions "
+                          "(/v1/models lists each model's endpoints)", param="model", code="wrong_endpoint")
     if tier is None:
         known = [t.name for t in config.embedding_tiers]
         raise OpenAIError(404, f"The model '{parsed.model}' does not serve embeddings (embeddings models: "

@@ -24,6 +24,9 @@ from .upstream import choose
 
 STATE = web.AppKey("tiergate_state", object)
 CTX = web.RequestKey("tiergate_ctx", object)
+# The endpoints that serve each kind of tier (a tier's `task`); what /v1/models tells clients.
+ENDPOINTS = {"generate": ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
+             "embed": ("/v1/embeddings",)}
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
 
@@ -167,23 +170,29 @@ async def explain_route(state, config, tenant, body: dict, ctx) -> dict:
 
 
 async def list_models(request: web.Request) -> web.Response:
+    """Every name a client may send, and for each the endpoints that serve it."""
     state = request.app[STATE]
     config = state.config
     state.policy.authenticate(request.headers.get("Authorization"))
-    entries = [{"id": AUTO, "object": "model", "created": 0, "owned_by": "tiergate", "tiergate": {"kind": "auto"}}]
+    entries = [_model(AUTO, {"kind": "auto", "endpoints": list(ENDPOINTS["generate"])})]
     for tier in (*config.tiers, *config.embedding_tiers):
-        entries.append({"id": tier.name, "object": "model", "created": 0, "owned_by": "tiergate",
-                        "tiergate": {"kind": "tier", "task": tier.task, "model": tier.model, "level": tier.level,
-                                     "price_per_mtok": {"input": tier.price_per_mtok.input,
-                                                        "output": tier.price_per_mtok.output}}})
+        entries.append(_model(tier.name, {"kind": "tier", "task": tier.task, "model": tier.model, "level": tier.level,
+                                          "endpoints": list(ENDPOINTS[tier.task]),
+                                          "price_per_mtok": {"input": tier.price_per_mtok.input,
+                                                             "output": tier.price_per_mtok.output}}))
     for model in dict.fromkeys(t.model for t in (*config.tiers, *config.embedding_tiers)):
         if model not in {e["id"] for e in entries}:
-            entries.append({"id": model, "object": "model", "created": 0, "owned_by": "tiergate",
-                            "tiergate": {"kind": "model", "tier": config.resolve_model(model)}})
+            tier = config.tier(config.resolve_model(model)) or config.embedding_tier(model)
+            entries.append(_model(model, {"kind": "model", "tier": tier.name, "endpoints": list(ENDPOINTS[tier.task])}))
     for alias, target in config.aliases.items():
-        entries.append({"id": alias, "object": "model", "created": 0, "owned_by": "tiergate",
-                        "tiergate": {"kind": "alias", "target": target}})
+        tier = config.tier(target)
+        entries.append(_model(alias, {"kind": "alias", "target": target,
+                                      "endpoints": list(ENDPOINTS[tier.task if tier else "generate"])}))
     return web.json_response({"object": "list", "data": entries})
+
+
+def _model(name: str, about: dict) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "tiergate", "tiergate": about}
 
 
 async def health(request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from policies.decision import Decision, RouteRequest, Signal
 from wire.capabilities import needs_of
-from wire.errors import OpenAIError
+from wire.errors import OpenAIError, bad_request
 from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
@@ -68,6 +68,10 @@ def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRe
                explain: bool = False) -> Route:
     requested = parsed.model
     resolved = config.resolve_model(requested)
+    if resolved != AUTO and (config.tier(resolved) if resolved else config.embedding_tier(requested)) in \
+            config.embedding_tiers:
+        raise bad_request(f"'{requested}' is an embeddings model: send it to /v1/embeddings (/v1/models lists "
+                          "each model's endpoints)", param="model", code="wrong_endpoint")
     classification = _classify(state, parsed) if resolved == AUTO else None
     text = prompt_text(parsed)
     estimated = len(text) // 4 + 1

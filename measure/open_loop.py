@@ -119,11 +119,16 @@ def meets_slo(report: dict, slo_ttft_s: float, max_error_share: float = 0.01) ->
     return p99 is not None and p99 <= slo_ttft_s and report["errors"] <= max_error_share * max(sent, 1)
 
 
+CHAT_ENDPOINT = "/v1/chat/completions"
+
+
 async def models_of(url: str, key: str | None) -> list[str]:
-    """Every tier plus the classifier-routed "auto" model: the route most real traffic takes."""
+    """Every chat tier plus the classifier-routed "auto" model (the route most real traffic takes);
+    embeddings tiers answer another endpoint, so they are left out."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with aiohttp.ClientSession() as s:
         async with s.get(f"{url}/v1/models", headers=headers) as r:
             r.raise_for_status()
             return [m["id"] for m in (await r.json())["data"]
-                    if m.get("tiergate", {}).get("kind") in ("tier", "auto")]
+                    if m.get("tiergate", {}).get("kind") in ("tier", "auto")
+                    and CHAT_ENDPOINT in m["tiergate"].get("endpoints", ())]

@@ -75,8 +75,9 @@ def test_auth_and_routing_errors(stack):
         with pytest.raises(openai.BadRequestError) as err:
             client.embeddings.create(model="auto", input="x")
         assert err.value.body["param"] == "model"
-        with pytest.raises(openai.NotFoundError):
+        with pytest.raises(openai.BadRequestError) as err:
             client.embeddings.create(model="small", input="x")  # a chat tier serves no embeddings
+        assert err.value.body["code"] == "wrong_endpoint" and "/v1/chat/completions" in err.value.body["message"]
         with pytest.raises(openai.BadRequestError) as err:
             client.embeddings.create(model="minilm", input="x", dimensions=64)
         assert err.value.body["param"] == "dimensions"  # the worker's verdict, passed through
