@@ -8,6 +8,7 @@ from aiohttp import web
 
 from wire.embeddings import parse_embeddings
 from webwire.errors import read_json_object
+from webwire.tracing import span, traced
 from wire.errors import OpenAIError
 from wire.requests import parse_chat, parse_completion
 
@@ -34,6 +35,7 @@ async def _read_body(request: web.Request, limit: int) -> dict:
     return body
 
 
+@traced("parse")
 def _parse(kind: str, body: dict):
     return PARSERS[kind](body)
 
@@ -76,8 +78,9 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     ctx.tier, ctx.model = route.tier.name, route.tier.model
     max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
     cap = route.decision.max_tokens_cap
-    admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
-                                   min(max_tokens, cap) if cap else max_tokens)
+    with span("admit"):
+        admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
+                                       min(max_tokens, cap) if cap else max_tokens)
     stream = not embedding and parsed.params.stream
     sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
     outcome = await relay(request, state, config, ctx, route, kind, body, stream=stream,
