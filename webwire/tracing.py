@@ -102,9 +102,17 @@ def install(exporting: Exporting, excluded_paths: tuple[str, ...] = DEFAULT_EXCL
     return provider
 
 
+def _unsampled() -> bool:
+    """Inside a trace that is not recorded: its children would not be either (parent-based
+    sampling), so they are skipped rather than made as non-recording spans."""
+    current = _current()
+    return not current.is_recording() and current.get_span_context().is_valid
+
+
 def span(name: str, attributes: dict[str, Any] | None = None, client: bool = False):
-    """A child of the current span, made current inside `with`; NO_SPAN while tracing is off."""
-    if _tracer is None:
+    """A child of the current span, made current inside `with`; NO_SPAN while tracing is off
+    and inside an unsampled trace."""
+    if _tracer is None or _unsampled():
         return NO_SPAN
     return _tracer.start_as_current_span(name, attributes=attributes, kind=_kinds[client])
 
@@ -146,7 +154,7 @@ def inject(headers: dict[str, str]) -> dict[str, str]:
 def record_past(name: str, start_s: float, end_s: float, attributes: dict[str, Any] | None = None) -> None:
     """A finished child of the current span from two time.monotonic() readings: timed by whoever
     measured them (the engine's thread), created here afterwards, so tracing stays out of that code."""
-    if _tracer is None:
+    if _tracer is None or _unsampled():
         return
     offset_ns = time.time_ns() - time.monotonic_ns()
     child = _tracer.start_span(name, start_time=int(start_s * 1e9) + offset_ns, attributes=attributes)

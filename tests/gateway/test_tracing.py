@@ -54,8 +54,12 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     stack = await asyncio.to_thread(Stack, tmp_path, lambda urls: [tier("small", 1, urls)], 1, worker_flags,
                                     tracing=section)
     try:
-        trace_id, client_span = secrets.token_hex(16), secrets.token_hex(8)
+        trace_id, client_span, unsampled_id = secrets.token_hex(16), secrets.token_hex(8), secrets.token_hex(16)
         client = openai.AsyncOpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0)
+        # first a trace the client does not record (flags 00): the gateway and the worker follow it
+        await client.chat.completions.create(
+            model="auto", messages=[{"role": "user", "content": "Name one colour."}], max_tokens=4, temperature=0,
+            extra_headers={"traceparent": f"00-{unsampled_id}-{secrets.token_hex(8)}-00"})
         raw = await client.chat.completions.with_raw_response.create(
             model="auto", messages=[{"role": "user", "content": "Name one colour."}], max_tokens=8, temperature=0,
             extra_headers={"traceparent": f"00-{trace_id}-{client_span}-01"})
@@ -63,6 +67,8 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
         spans = await wait_for(lambda: _complete(receiver, trace_id), timeout_s=60, what="the whole trace")
     finally:
         await asyncio.to_thread(stack.close)
+    # each process exports its spans in the order they ended: the unsampled request's would be here by now
+    assert receiver.trace(unsampled_id) == []
 
     # one tree: every span hangs from the client's span or from another span of this trace
     ids = {s.span_id for s in spans}
