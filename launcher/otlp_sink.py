@@ -1,7 +1,7 @@
 """A minimal OTLP/HTTP trace receiver, for the tracing tests and the gateway benchmark's tracing-on
 run: it accepts `POST /v1/traces` (protobuf `ExportTraceServiceRequest`, as the OpenTelemetry SDK's
 OTLP/HTTP exporter sends it), keeps the latest spans, and answers like a collector.
-Run alone: `python -m launcher.otlp_sink --port 4318` (it counts, and prints the count on exit).
+Run alone: `python -m launcher.otlp_sink --port 4318`; GET /stats counts what it received.
 """
 from __future__ import annotations
 
@@ -62,7 +62,11 @@ class OtlpSink:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/traces", self._traces)
+        app.router.add_get("/stats", self._stats)
         return app
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"received": self.received, "exports": self.exports})
 
     async def _traces(self, request: web.Request) -> web.Response:
         body = await request.read()
