@@ -33,12 +33,12 @@ async def sink():
     await runner.cleanup()
 
 
-def _complete(spans, trace_id: str):
+def _complete(received, trace_id: str, steps=GATEWAY_STEPS):
     """The trace once every span it must have has arrived (the server spans end last)."""
-    names = {(s.service, s.name) for s in spans.trace(trace_id)}
-    wanted = {("tiergate-gateway", n) for n in GATEWAY_STEPS | {"POST /v1/chat/completions"}} | \
+    names = {(s.service, s.name) for s in received.trace(trace_id)}
+    wanted = {("tiergate-gateway", n) for n in steps | {"POST /v1/chat/completions"}} | \
              {("tiergate-worker", n) for n in (*WORKER_PHASES, "POST /v1/chat/completions")}
-    return spans.trace(trace_id) if wanted <= names else Pending(sorted(wanted - names))
+    return received.trace(trace_id) if wanted <= names else Pending(sorted(wanted - names))
 
 
 def _one(spans, service: str, name: str):
@@ -47,24 +47,42 @@ def _one(spans, service: str, name: str):
     return found[0]
 
 
-async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_path, sink):
+def _attempts(spans, gateway_steps: dict) -> list:
+    """The upstream attempts in order, each a CLIENT span under relay, numbered and flagged as failover."""
+    attempts = sorted((s for s in spans if s.name == "upstream"), key=lambda s: s.start_ns)
+    for number, attempt in enumerate(attempts, start=1):
+        assert attempt.parent_span_id == gateway_steps["relay"].span_id and attempt.kind == CLIENT
+        assert attempt.attributes["tiergate.attempt"] == number
+        assert attempt.attributes["tiergate.failover"] is (number > 1)
+    return attempts
+
+
+async def _ask(client, model: str, flags: str):
+    trace_id, client_span = secrets.token_hex(16), secrets.token_hex(8)
+    raw = await client.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "Name one colour."}], max_tokens=8, temperature=0,
+        extra_headers={"traceparent": f"00-{trace_id}-{client_span}-{flags}"})
+    return raw, trace_id, client_span
+
+
+async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_path, sink, fakes):
     receiver, url = sink
+    (failing, failing_url), = await fakes(1)
+    failing.fail_status = 503  # a worker fault: the gateway fails over to the next tier up
     section = {"enabled": True, "otlp_endpoint": url, "export_interval_s": 0.2}  # exported within 0.2 s
     worker_flags = tuple(as_flags(TracingConfig(**section).for_workers()))  # what the launcher passes
-    stack = await asyncio.to_thread(Stack, tmp_path, lambda urls: [tier("small", 1, urls)], 1, worker_flags,
-                                    tracing=section)
+    stack = await asyncio.to_thread(
+        Stack, tmp_path, lambda urls: [tier("small", 1, [failing_url]), tier("big", 2, urls)], 1, worker_flags,
+        tracing=section)
     try:
-        trace_id, client_span, unsampled_id = secrets.token_hex(16), secrets.token_hex(8), secrets.token_hex(16)
         client = openai.AsyncOpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0)
         # first a trace the client does not record (flags 00): the gateway and the worker follow it
-        await client.chat.completions.create(
-            model="auto", messages=[{"role": "user", "content": "Name one colour."}], max_tokens=4, temperature=0,
-            extra_headers={"traceparent": f"00-{unsampled_id}-{secrets.token_hex(8)}-00"})
-        raw = await client.chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": "Name one colour."}], max_tokens=8, temperature=0,
-            extra_headers={"traceparent": f"00-{trace_id}-{client_span}-01"})
-        answer = raw.parse()
+        _, unsampled_id, _ = await _ask(client, "big", "00")
+        raw, trace_id, client_span = await _ask(client, "auto", "01")
+        failed_over, failover_id, _ = await _ask(client, "small", "01")  # the failing worker, then tier big
         spans = await wait_for(lambda: _complete(receiver, trace_id), timeout_s=60, what="the whole trace")
+        failover_spans = await wait_for(lambda: _complete(receiver, failover_id, GATEWAY_STEPS - {"classify"}),
+                                        timeout_s=60, what="the failed-over request's trace")
     finally:
         await asyncio.to_thread(stack.close)
     # each process exports its spans in the order they ended: the unsampled request's would be here by now
@@ -82,11 +100,9 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     steps = {s.name: s for s in spans if s.service == "tiergate-gateway" and s is not gateway}
     assert set(steps) == GATEWAY_STEPS
     assert {s.name for s in steps.values() if s.parent_span_id == gateway.span_id} == GATEWAY_STEPS - {"upstream"}
-    attempt = steps["upstream"]
-    assert attempt.parent_span_id == steps["relay"].span_id and attempt.kind == CLIENT
+    attempt = _attempts(spans, steps)[-1]  # "auto" may have chosen the failing tier first
     assert attempt.attributes["tiergate.worker"] == stack.label(0)
     assert attempt.attributes["http.response.status_code"] == 200
-    assert attempt.attributes["tiergate.attempt"] == 1 and attempt.attributes["tiergate.failover"] is False
 
     # the worker continued the attempt's traceparent; its phases are its server span's children
     worker = _one(spans, "tiergate-worker", "POST /v1/chat/completions")
@@ -98,7 +114,7 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     assert decode.start_ns <= decode.end_ns <= worker.end_ns + SLACK_NS
 
     # token counts and who asked, as the answer reported them
-    usage = answer.usage
+    usage = raw.parse().usage
     assert prefill.attributes["gen_ai.usage.input_tokens"] == usage.prompt_tokens
     assert decode.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens
     assert worker.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens
@@ -106,8 +122,20 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     assert gateway.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens
     assert gateway.attributes["tiergate.request_id"] == raw.headers["x-request-id"]
     assert worker.attributes["tiergate.request_id"] == raw.headers["x-request-id"]
-    assert gateway.attributes["tiergate.tier"] == "small" and gateway.attributes["gen_ai.request.model"] == "auto"
+    assert gateway.attributes["tiergate.tier"] == "big" and gateway.attributes["gen_ai.request.model"] == "auto"
     assert gateway.attributes["tiergate.tenant"] == "anonymous"  # no tenants configured
+
+    # a failover: one attempt span per worker tried, the worker continuing the one that answered
+    steps = {s.name: s for s in failover_spans if s.service == "tiergate-gateway"}
+    first, second = _attempts(failover_spans, steps)
+    assert (first.attributes["tiergate.worker"], first.attributes["tiergate.tier"]) == \
+        (failing_url.removeprefix("http://"), "small")
+    assert first.attributes["http.response.status_code"] == 503
+    assert (second.attributes["tiergate.worker"], second.attributes["tiergate.tier"]) == (stack.label(0), "big")
+    assert second.attributes["http.response.status_code"] == 200
+    assert _one(failover_spans, "tiergate-worker", "POST /v1/chat/completions").parent_span_id == second.span_id
+    assert steps["POST /v1/chat/completions"].attributes["tiergate.attempts"] == 2
+    assert failed_over.headers["x-tiergate-tier"] == "big"
 
 
 async def test_tracing_off_loads_no_sdk_sends_no_traceparent_and_exports_nothing(gateway, fakes, http, sink,
