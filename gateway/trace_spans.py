@@ -11,7 +11,7 @@ from .config_tracing import TracingConfig
 
 log = logging.getLogger(__name__)
 # Besides the workers' probes: the console's pages and their JSON polling.
-EXCLUDED_PATHS = (*tracing.DEFAULT_EXCLUDED_PATHS, "^/console", "^/openapi.json$")
+EXCLUDED_PATHS = (*tracing.DEFAULT_EXCLUDED_PATHS, "^/console", r"^/openapi\.json$")
 
 
 def start(settings: TracingConfig) -> bool:

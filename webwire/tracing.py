@@ -20,6 +20,7 @@ from typing import Any
 
 # The servers' probes and scrapes: a span for each would bury the requests in noise.
 EXCLUDED_PATHS_ENV = "OTEL_PYTHON_AIOHTTP_SERVER_EXCLUDED_URLS"
+ANY_EXCLUDED_PATHS_ENV = "OTEL_PYTHON_EXCLUDED_URLS"  # the instrumentations' shared variable
 DEFAULT_EXCLUDED_PATHS = ("^/health$", "^/metrics$")
 TRACER_NAME = "tiergate"
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ def install(exporting: Exporting, excluded_paths: tuple[str, ...] = DEFAULT_EXCL
         max_export_batch_size=min(512, exporting.max_queued_spans),
         schedule_delay_millis=exporting.export_interval_s * 1000.0))
     trace.set_tracer_provider(provider)
-    os.environ.setdefault(EXCLUDED_PATHS_ENV, ",".join(excluded_paths))  # an operator's own list wins
+    if not (os.environ.get(EXCLUDED_PATHS_ENV) or os.environ.get(ANY_EXCLUDED_PATHS_ENV)):
+        os.environ[EXCLUDED_PATHS_ENV] = ",".join(excluded_paths)  # an operator's own list wins
     AioHttpServerInstrumentor().instrument(tracer_provider=provider)
     _kinds.update({False: trace.SpanKind.INTERNAL, True: trace.SpanKind.CLIENT})
     _inject, _current = propagate.inject, trace.get_current_span
