@@ -26,6 +26,7 @@ from .serving.prompting import chat_prompt_ids
 from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
 from .serving.timing import RequestTimer
+from .serving.trace_phases import record_phases
 from .serving.tool_grammar import output_grammar, output_shape, uses_tools
 from .worker_metrics import WorkerMetrics
 
@@ -147,6 +148,7 @@ class WorkerAPI:
         finally:
             if not timer.finished:  # the client went away (or the engine failed) before the end
                 self.metrics.requests.labels(self.model_name, "abort").inc()
+            record_phases(timer, opened, request, self.model_name, priority)
             for _, stream in opened:
                 await stream.aclose()  # aborts the sequence and frees its blocks
 

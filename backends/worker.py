@@ -25,6 +25,7 @@ from .engine.config import EngineConfig  # noqa: E402
 from .engine.device import KV_CACHE_DTYPES  # noqa: E402
 from .engine.llm_engine import LLMEngine  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
+from webwire import trace_flags, tracing  # noqa: E402
 
 log = logging.getLogger("tiergate.worker")
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--speculative", choices=["ngram", "draft"], help="speculative decoding proposer")
     parser.add_argument("--num-speculative-tokens", type=int, default=4)
     parser.add_argument("--draft-model", help="draft model for --speculative draft (same tokenizer as --model)")
+    trace_flags.add_flags(parser)
     return parser
 
 
@@ -98,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
+    exporting = trace_flags.from_args(args)
+    if exporting is not None:  # before any app is built: the aiohttp instrumentation wraps web.Application
+        tracing.install(exporting)
     if args.task == "embed":
         from .embed_server import build_embed_app  # batches inputs of concurrent requests (max-num-seqs a batch)
 

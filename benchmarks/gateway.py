@@ -8,7 +8,10 @@ one gateway process in front of it (classification on: model "auto"), then, in o
 - the same added latency for /v1/embeddings and for streamed /v1/messages (gateway_dropin.py);
 - requests/s of the gateway process at saturation (wrk when installed, else an aiohttp loop).
 With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
-measured the same way on the same upstream. Prints one JSON object as its last line.
+measured the same way on the same upstream. With --tracing on the gateway exports its requests'
+spans (all of them, or --trace-sample-ratio) to a local OTLP/HTTP sink (launcher/otlp_sink.py):
+what tracing costs.
+Prints one JSON object as its last line.
 """
 from __future__ import annotations
 
@@ -95,13 +98,15 @@ async def measure(session, upstream: str, base: str, headers: dict, n: int, rps_
             "direct_p50_ms": round(whole["direct_p50_ms"], 3), "via_p50_ms": round(whole["via_p50_ms"], 3)}
 
 
-def gateway_config(upstream: str, path: Path) -> None:
+def gateway_config(upstream: str, path: Path, otlp_sink: str | None = None, sample_ratio: float = 1.0) -> None:
+    tracing = {"tracing": {"enabled": True, "otlp_endpoint": otlp_sink, "sample_ratio": sample_ratio}} \
+        if otlp_sink else {}
     path.write_text(json.dumps({  # JSON is YAML
         "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]}],
         "embeddings": [{"name": "bench-embed", "level": 1, "model": "bench-embed-model",
                         "price_per_mtok": {"input": 0.02, "output": 0.0}, "workers": [{"url": upstream}]}],
-        "health": {"interval_s": 5.0}}))
+        "health": {"interval_s": 5.0}, **tracing}))
 
 
 async def run(args) -> dict:
@@ -111,7 +116,13 @@ async def run(args) -> dict:
     group = ProcessGroup()
     try:
         group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "8"))
-        gateway_config(upstream, tmp / "gateway.yaml")
+        sink = None
+        if args.tracing == "on":
+            sink_port = free_port()
+            sink = f"http://127.0.0.1:{sink_port}"
+            group.spawn("otlp-sink", commands.otlp_sink(sink_port))
+            group.wait_port(sink_port)
+        gateway_config(upstream, tmp / "gateway.yaml", sink, args.trace_sample_ratio)
         group.spawn("gateway", commands.gateway_processes(tmp / "gateway.yaml", gw_port, workers=1))
         connector = aiohttp.TCPConnector(limit=16)
         async with aiohttp.ClientSession(connector=connector) as session:
@@ -119,6 +130,10 @@ async def run(args) -> dict:
             await wait_http(session, f"http://127.0.0.1:{gw_port}/health")
             result = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {}, args.n, args.seconds)
             result["rps_tool"] = "wrk" if shutil.which("wrk") else "aiohttp"
+            result["tracing"] = args.tracing if sink is None else f"on, sample_ratio {args.trace_sample_ratio}"
+            if sink:  # what arrived while measuring (the last batch leaves when the gateway stops)
+                async with session.get(sink + "/stats") as response:
+                    result["otlp_spans_received"] = (await response.json())["received"]
             # the same without classification, to show what the classifier costs
             result["explicit_tier"] = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {},
                                                     args.n // 2, args.seconds / 2, model="bench")
@@ -147,6 +162,10 @@ def main() -> None:
     parser.add_argument("--peer", choices=["litellm"], default=None)
     parser.add_argument("-n", type=int, default=1000, help="requests per latency series")
     parser.add_argument("--seconds", type=float, default=8.0, help="duration of the requests/s run")
+    parser.add_argument("--tracing", choices=["off", "on"], default="off",
+                        help="on: the gateway exports its spans to a local OTLP/HTTP sink")
+    parser.add_argument("--trace-sample-ratio", type=float, default=1.0,
+                        help="with --tracing on: the share of requests traced (the benchmark sends no traceparent)")
     args = parser.parse_args()
     result = asyncio.run(run(args))
     result["cpu_count"] = os.cpu_count()

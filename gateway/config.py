@@ -19,6 +19,7 @@ from typedconfig.sections import reject_moved
 
 from .batches.config import BatchesConfig
 from .config_tiers import Price, Tier, WorkerSpec, check_names_and_keys, parse_tiers
+from .config_tracing import TracingConfig
 from .quality.config import QualityConfig, parse_quality
 
 AUTO = "auto"
@@ -129,6 +130,10 @@ class Config:
     policies: PoliciesConfig = setting(doc="Per-tenant policy defaults and service settings (the tenants "
                                            "themselves are the top-level `tenants:`).", factory=PoliciesConfig,
                                        key="policy")
+    tracing: TracingConfig = setting(doc="OpenTelemetry traces over OTLP/HTTP, from the client's traceparent "
+                                         "through the gateway to the workers (docs/tracing.md). Read at start: "
+                                         "a reload that changes it says so and keeps the running one.",
+                                     factory=TracingConfig)
     source: str = setting("<config>", internal=True)  # the file, for error messages
 
     def tier(self, name: str) -> Tier | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from typedconfig import ConfigError, Fields, parse_section, setting
+from typedconfig.fields import MISSING
 from wire.capabilities import Capabilities, CapabilityCardError, from_mapping
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
@@ -15,8 +16,9 @@ _KEY_ENV_DOC = ("Name of an environment variable holding this upstream's API key
                 "or empty variable is an error. The key itself never goes in the file.")
 
 
-def _url(f: Fields, key: str) -> str:
-    url = f.string(key)
+def base_url(f: Fields, key: str, default=MISSING) -> str:
+    """An http(s) base URL without credentials, query or fragment, its trailing / removed."""
+    url = f.string(key, default)
     parts = urlsplit(url)
     if parts.username is not None or parts.password is not None:
         # the URL shows up in /health, /v1/route, metrics labels and logs: credentials never go there
@@ -54,7 +56,7 @@ class Price:
 @dataclass(frozen=True)
 class WorkerSpec:
     url: str = setting(doc="The upstream's base URL (http/https, no credentials, query or fragment). "
-                           "Only this file chooses upstreams, never a request.", parse=_url)
+                           "Only this file chooses upstreams, never a request.", parse=base_url)
     launch: tuple[str, ...] = setting((), "Extra `python -m backends.worker` flags, used only when the local "
                                           "stack launches this worker itself; the gateway never reads them.")
     api_key_env: str | None = setting(None, _KEY_ENV_DOC + " Overrides the tier's.")

@@ -4,10 +4,11 @@ from __future__ import annotations
 import time
 
 from webwire.errors import request_id_from
+from webwire.tracing import current_span
 
 
 class RequestContext:
-    __slots__ = ("start", "request_id", "tenant", "tier", "model", "backend", "upstream_s")
+    __slots__ = ("start", "request_id", "tenant", "tier", "model", "backend", "upstream_s", "span")
 
     def __init__(self, client_request_id: str | None):
         self.start = time.perf_counter()
@@ -17,6 +18,7 @@ class RequestContext:
         self.model = "none"
         self.backend = "none"
         self.upstream_s = 0.0  # time spent waiting on upstreams, excluded from the overhead
+        self.span = current_span()  # the request's server span when tracing is on, else None
 
     def overhead_ms(self) -> float:
         return max(0.0, (time.perf_counter() - self.start - self.upstream_s) * 1000.0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, is_dataclass, replace
 from typing import Any
 
 from policies.service import PolicyService as TenantPolicies
+from webwire.tracing import traced
 
 from .accounting import Accounted, publish_spend, record_cost, record_request
 from .config import Config
@@ -31,6 +32,7 @@ from .quality.monitor import QualityMonitor
 from .quality.sample import Sample
 from .relay import Outcome
 from .routing import Route
+from .trace_spans import annotate
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,10 @@ class Sinks:
     quality: QualityMonitor
 
 
+@traced("finish")
 async def finish(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
     ctx, route, opened = admitted.ctx, admitted.route, outcome.opened
+    annotate(ctx, route, outcome)
     if opened is not None:
         opened.backend.on_done()
         if outcome.cut:

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from wire.embeddings import parse_embeddings
 from webwire.errors import read_json_object
+from webwire.tracing import span, traced
 from wire.errors import OpenAIError, bad_request
 from wire.requests import parse_chat, parse_completion
 
@@ -39,6 +40,7 @@ async def _read_body(request: web.Request, limit: int) -> dict:
     return body
 
 
+@traced("parse")
 def _parse(kind: str, body: dict):
     return PARSERS[kind](body)
 
@@ -100,8 +102,9 @@ async def serve(state, config, ctx, tenant, kind: str, body: dict, *, client: we
     async with gate(route.tier) if gate is not None else nullcontext():
         max_tokens = 0 if embedding else parsed.params.max_tokens or config.limits.default_max_tokens
         cap = route.decision.max_tokens_cap
-        admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
-                                       min(max_tokens, cap) if cap else max_tokens)
+        with span("admit"):
+            admission = await policy.admit(tenant, ctx.request_id, route.estimated_prompt_tokens,
+                                           min(max_tokens, cap) if cap else max_tokens)
         sample = None if embedding else state.quality.begin(config, route, tenant, ctx.request_id, kind, body)
         outcome = await relay(client, state, config, ctx, route, kind, body, stream=stream,
                               include_usage=not embedding and parsed.params.include_usage, shaper=shaper,

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 from wire.sse import DONE, error_event, iter_events
+from webwire.tracing import traced
 
 from .config import Config, Tier
 from .context import RequestContext
@@ -66,6 +67,7 @@ class Outcome:
         return self.answer
 
 
+@traced("relay")
 async def relay(request: web.Request, state, config: Config, ctx: RequestContext, route: Route, kind: str,
                 body: dict, *, stream: bool, include_usage: bool, shaper=None,
                 tap: Callable[[bytes], None] | None = None) -> Outcome:

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from policies.decision import Decision, RouteRequest, Signal
+from webwire.tracing import span, traced
 from wire.capabilities import needs_of
 from wire.errors import OpenAIError, bad_request
 from wire.token_ids import check_token_ids, named_token_ids
@@ -47,6 +48,7 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
     return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
 
 
+@traced("classify")
 def _classify(state, parsed: ChatRequest | CompletionRequest) -> Classification:
     started = time.perf_counter()
     if isinstance(parsed, ChatRequest):
@@ -79,7 +81,8 @@ def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRe
                            signal=_signal(state, classification) if classification is not None else None,
                            needs=needs_of(body, estimated, config.limits.default_max_tokens),
                            capabilities=state.capabilities, explain=explain)
-    decision = state.policy.decide(tenant, request, config.tiers)
+    with span("decide"):
+        decision = state.policy.decide(tenant, request, config.tiers)
     tier = config.tier(decision.tier_name)
     if tier is None:
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")

@@ -12,8 +12,10 @@ async def _serve(config_path: str, host: str, port: int) -> None:
     from .app import build_app, start_site
     from .config import load_config
     from .state import GatewayState
+    from .trace_spans import start as start_tracing
 
     state = GatewayState(load_config(config_path), config_path)
+    start_tracing(state.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
     runner = await start_site(build_app(state), host, port)
     logging.getLogger("gateway").info("serving on http://%s:%d (classifier: %s)", host, port, state.classifier.name)
     stop = asyncio.Event()

@@ -27,6 +27,7 @@ from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
 from .retry_budget import RetryBudget
 from .tier_capabilities import by_tier, read_card
+from .trace_spans import warn_if_changed
 from .upstream import open_upstream
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class GatewayState:
             METRICS.reloads.labels("rejected").inc()
             log.error("config reload rejected, keeping the running config: %s", exc)
             return False
+        warn_if_changed(self.config.tracing, new.tracing)
         self.pools = Pools(new, self.pools)
         self.capabilities = by_tier(new, self.pools)
         self.client_timeout = self._timeout(new)

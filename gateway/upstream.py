@@ -25,6 +25,7 @@ from .context import RequestContext
 from .metrics import METRICS
 from .pool import Backend
 from .routing import Route, upstream_body
+from .trace_spans import upstream_attempt
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
@@ -109,8 +110,10 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
             payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
                                                config.limits.default_max_tokens)
         try:
-            opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
-                                 {**headers, **backend.auth_headers}, stream)
+            with upstream_attempt(tier, backend, attempts.count) as attempt:
+                opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
+                                     attempt.headers({**headers, **backend.auth_headers}), stream)
+                attempt.answered(opened.response.status)
         except _UpstreamStatus as exc:
             last_error = f"{backend.label}: {exc}"
             if not exc.suspect:

@@ -16,5 +16,9 @@ def gateway_processes(config, port: int, workers: int | None = None, host: str =
             + (["--workers", str(workers)] if workers else []) + (["--redis-url", redis_url] if redis_url else []))
 
 
+def otlp_sink(port: int) -> list[str]:
+    return [sys.executable, "-m", "launcher.otlp_sink", "--port", str(port)]
+
+
 def fake_upstream(port: int, *flags: str) -> list[str]:
     return [sys.executable, "-m", "launcher.fake_upstream", "--port", str(port), *flags]

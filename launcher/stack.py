@@ -1,10 +1,11 @@
 """`python -m launcher` (what `make run` runs): the whole local stack in one command.
 
 Starts an embedded Redis (when the config names no Redis URL), one inference worker per
-distinct local worker URL in the config (`python -m backends.worker --model M --port P`;
-remote URLs are left alone), the gateway on 0.0.0.0:8080 with --workers processes, and
-Prometheus when its binary is installed. Waits for every /health, prints one line per part
-(role and URL), and one Ctrl-C (or SIGTERM) stops everything.
+distinct local worker URL in the config (`python -m backends.worker --model M --port P`, with
+the `tracing:` section as flags when it is on; remote URLs are left alone), the gateway on
+0.0.0.0:8080 with --workers processes, and Prometheus when its binary is installed. Waits for
+every /health, prints one line per part (role and URL), and one Ctrl-C (or SIGTERM) stops
+everything.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from launcher.group import ProcessGroup, clean_env
 from launcher.processes import wait_healthy
 from launcher.prometheus import PrometheusUnavailable, start as start_prometheus
 from launcher.workers import local_workers, threads_per_worker, worker_command
+from webwire.trace_flags import as_flags
 
 
 def banner(role: str, url: str, note: str = "") -> None:
@@ -68,8 +70,9 @@ def main(argv=None) -> int:
             redis_url = embedded.url
             banner("redis", redis_url, "embedded, append-only")
         threads = threads_per_worker(len(workers))
-        started = {url: group.spawn(f"worker-{urlsplit(url).port}",
-                                    worker_command(model, urlsplit(url).port, "--threads", str(threads), *launch))
+        tracing = as_flags(config.tracing.for_workers())  # before `launch`: a worker's own flags win
+        started = {url: group.spawn(f"worker-{urlsplit(url).port}", worker_command(
+                       model, urlsplit(url).port, "--threads", str(threads), *tracing, *launch))
                    for url, (model, launch) in workers.items()}
         for url, proc in started.items():
             if not wait_healthy(url, proc, 180):

@@ -32,6 +32,7 @@ class Delta:
     num_output_tokens: int
     num_cached_tokens: int
     logprobs: list | None = None  # (token, logprob, [(token, logprob)] top) per token, when asked for
+    scheduled_time: float | None = None  # when the sequence was first scheduled (time.monotonic())
 
 
 class _Request:
@@ -127,7 +128,8 @@ class AsyncEngine:
             self.engine.finish(seq, "stop")  # a stop string ends the sequence
         logprobs = seq.logprobs[len(seq.logprobs) - len(tokens):] if seq.params.logprobs is not None else None
         delta = Delta(detok.take(seq.is_finished), tokens, seq.is_finished, seq.finish_reason,
-                      seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, logprobs)
+                      seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, logprobs,
+                      seq.scheduled_time)
         if seq.is_finished:
             del self._requests[seq.seq_id]
         request.push(delta)

@@ -116,6 +116,7 @@ class Scheduler:
                 break
             self.blocks.record_prefix_query(seq)
             self.waiting.remove(seq)
+            seq.scheduled_time = seq.scheduled_time or now  # the first admission (a preempted one keeps it)
             self._start_running(seq)
             scheduled.append((seq, num_tokens))
             budget -= num_tokens

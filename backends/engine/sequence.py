@@ -69,6 +69,7 @@ class Sequence:
         self.params = params
         self.finish_reason: str | None = None
         self.arrival_time = time.monotonic()
+        self.scheduled_time: float | None = None  # first admitted to run: its queue wait ends here
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
         self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         self.matcher = None  # llguidance matcher when params.grammar is set (attached by the engine)

@@ -26,14 +26,15 @@ class Stack:
     """N workers (started here) behind one gateway process, using the shared Redis; each
     process logs to a file in tmp, shown when a start fails."""
 
-    def __init__(self, tmp: Path, tiers_for, n_workers: int = 2, **sections):
+    def __init__(self, tmp: Path, tiers_for, n_workers: int = 2, worker_flags: tuple[str, ...] = (), **sections):
         require_worker_module()
         self.group = ProcessGroup(tmp)
         self.prefix = f"tge2e:{uuid.uuid4().hex[:8]}:"
         try:
             ports = [free_port() for _ in range(n_workers)]
             self.worker_urls = [f"http://127.0.0.1:{port}" for port in ports]
-            self.workers = [self.group.spawn(f"worker-{port}", worker_command(MODEL, port)) for port in ports]
+            self.workers = [self.group.spawn(f"worker-{port}", worker_command(MODEL, port, *worker_flags))
+                            for port in ports]
             for url, proc in zip(self.worker_urls, self.workers):
                 self.group.wait_healthy(url, proc)
             doc = {"tiers": tiers_for(self.worker_urls), "redis": {"url": SHARED_REDIS, "key_prefix": self.prefix},
