@@ -86,6 +86,8 @@ class GatewayState:
         self._tasks.append(asyncio.create_task(self._health_loop()))
         if self.activity.enabled:
             self._tasks.append(asyncio.create_task(self.activity.run()))
+        if self.redis is not None:
+            self._tasks.append(asyncio.create_task(self._replay_settles()))
         if self.redis is not None and self.config.batches.enabled:
             self._tasks.append(asyncio.create_task(self.batches.run()))
         if self.config_path:
@@ -107,6 +109,17 @@ class GatewayState:
             await self.session.close()
         if self.redis is not None:
             await self.redis.aclose()
+
+    async def _replay_settles(self, interval_s: float = 1.0) -> None:
+        """Settles that met a Redis outage are booked once Redis is back, not only when the next
+        request settles (after a batch, there may be none for a long time)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            if getattr(self.policy, "pending_settles", 0):
+                try:
+                    await self.policy.replay_pending()
+                except Exception as exc:  # still down: the next round tries again
+                    log.warning("replaying queued settles: %s", exc)
 
     # --- reload -------------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ import json
 import logging
 import time
 
+from redis.exceptions import RedisError
+
 from ..metrics import METRICS
 from .files import PURPOSE_OUTPUT, FileStore
 from .jsonl import BatchLine, read_lines
@@ -25,6 +27,7 @@ from .store import BatchStore
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 PROGRESS_EVERY_S = 10.0
+RECORD_TRIES = 5  # about 1.5 s of backoff before a result is given up (and its line run again)
 
 
 def stores(state) -> tuple[FileStore, BatchStore]:
@@ -176,12 +179,23 @@ class BatchDrain:
                     await asyncio.sleep(later.after_s or self.state.config.batches.retry_after_s)
                     if self._stopping(meta):
                         return  # cancelled or expired meanwhile: finalize settles what is undone
-            if await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
-                                         result.input_tokens, result.output_tokens):
+            if await self._record(index, result):
                 self.finished_here += 1
                 METRICS.batch_lines.labels("completed" if result.ok else "failed").inc()
         finally:
             self.runner.slots.release()
+
+    async def _record(self, index: int, result: LineResult) -> bool:
+        """Keep the result, riding out a short Redis blip: an answer lost here is computed again."""
+        for attempt in range(RECORD_TRIES):
+            try:
+                return await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
+                                                 result.input_tokens, result.output_tokens)
+            except RedisError:
+                if attempt == RECORD_TRIES - 1:
+                    raise
+                await asyncio.sleep(0.1 * 2 ** attempt)
+        return False
 
     async def _finalize(self, meta: dict, lines: list[BatchLine]) -> None:
         fields = await self.batches.fields(self.tenant_name, self.batch_id)

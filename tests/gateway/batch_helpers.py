@@ -57,3 +57,16 @@ async def lines_of(sdk: openai.AsyncOpenAI, file_id: str | None) -> list[dict]:
         return []
     text = (await sdk.files.content(file_id)).text
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+async def usage_of(sdk: openai.AsyncOpenAI) -> dict:
+    """The tenant's /v1/usage, polled past the documented 503 the policy answers for a moment
+    after a slow or failed Redis call (a loaded machine can cause one)."""
+    async def read():
+        try:
+            return await sdk.get("/usage", cast_to=object)
+        except openai.APIStatusError as err:
+            if err.status_code != 503:
+                raise
+            return None
+    return await wait_for(read, timeout_s=15, interval_s=0.2, what="usage readable")

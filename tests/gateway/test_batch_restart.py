@@ -12,7 +12,7 @@ import yaml
 
 from launcher import commands
 from launcher.group import clean_env
-from tests.gateway.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until
+from tests.gateway.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
 from tests.support import free_port, wait_for
 
 ROOT = Path(__file__).parents[2]
@@ -59,7 +59,7 @@ async def test_a_killed_gateway_resumes_the_batch_and_answers_each_line_once(fak
             proc = await _start(path, port)
             done = await finished(sdk, batch.id, timeout_s=120)
             out = await lines_of(sdk, done.output_file_id)
-            usage = await sdk.get("/usage", cast_to=object)
+            usage = await usage_of(sdk)
     finally:
         _kill(proc)
     assert done.status == "completed" and done.request_counts.completed == LINES
