@@ -15,6 +15,9 @@ are on: captured graphs on CUDA, the same static-buffer path run eagerly on CPU.
 """
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface
@@ -105,8 +108,11 @@ def attention_modules(model: PreTrainedModel, num_layers: int) -> list[torch.nn.
 
 
 class ModelRunner:
-    def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None):
-        """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs)."""
+    def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None,
+                 kv_budget: Callable[[Callable[[], None]], int] | None = None):
+        """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs).
+        kv_budget(profile) -> bytes the KV pool may take after running `profile`, a forward at the
+        full token budget; by default CUDA's memory queries, with `gpu_memory_utilization` set."""
         self.model = model
         self.config = config
         text_config = model.config.get_text_config()
@@ -122,15 +128,14 @@ class ModelRunner:
         self.attention_modules = attention_modules(model, self.num_layers)
         if self.device.type == "cpu":
             cpu_kernels.available()  # built or loaded now, never while a step is traced
-        self.decode_graphs = None  # set below; the profiling forward runs eagerly
-        self.num_blocks = config.num_blocks or self._pool_blocks()
+        self.decode_graphs = self.compiled = None  # set below; the profiling forward runs eagerly
+        self.num_blocks = config.num_blocks or self._pool_blocks(kv_budget)
         graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)
         # with graphs, one block past the block manager's num_blocks takes padded tokens' K/V
         self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
         self.decode_graphs = DecodeGraphRunner(self, config.max_num_seqs, -(-max_model_len // self.block_size),
                                                scratch_block=self.num_blocks) if graphs else None
-        self.compiled = None  # CUDA has its graphs; on CPU, --compile
-        if config.compile_decode and self.device.type == "cpu":
+        if config.compile_decode and self.device.type == "cpu":  # CUDA has its graphs; on CPU, --compile
             self.compiled = CompiledDecode(model, pad_block=0)
             self.compiled.warm_up(self._dummy_decode)
 
@@ -155,11 +160,13 @@ class ModelRunner:
         for module, (k_cache, v_cache) in zip(self.attention_modules, pool):
             module.paged_k_cache, module.paged_v_cache = k_cache, v_cache
 
-    def _pool_blocks(self) -> int:
-        if self.device.type != "cuda" or self.config.gpu_memory_utilization is None:
+    def _pool_blocks(self, kv_budget) -> int:
+        utilization = self.config.gpu_memory_utilization
+        if kv_budget is None and self.device.type == "cuda" and utilization is not None:
+            kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=self.device)
+        if kv_budget is None:
             return max(1, self.config.kv_cache_bytes // self.bytes_per_block())
-        budget = profiled_kv_bytes(self._profile_forward, self.config.gpu_memory_utilization, self.device)
-        return max(1, budget // self.bytes_per_block())
+        return max(1, kv_budget(self._profile_forward) // self.bytes_per_block())
 
     def _profile_forward(self) -> None:
         """One prompt chunk at the full token budget on a throwaway pool: the activation peak."""
