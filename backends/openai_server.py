@@ -43,11 +43,12 @@ def _model_defaults(engine: AsyncEngine) -> dict:
 
 
 class WorkerAPI:
-    def __init__(self, engine: AsyncEngine, model_name: str, default_max_tokens: int = DEFAULT_MAX_TOKENS):
+    def __init__(self, engine: AsyncEngine, model_name: str, default_max_tokens: int = DEFAULT_MAX_TOKENS,
+                 generation_overrides: dict | None = None):
         self.engine = engine
         self.model_name = model_name
         self.default_max_tokens = default_max_tokens
-        self.generation_defaults = _model_defaults(engine)
+        self.generation_defaults = {**_model_defaults(engine), **(generation_overrides or {})}
         # the ids both the tokenizer and the model's logits know: the bound on ids a request names
         self.vocab_size = min(len(engine.tokenizer), engine.engine.model.config.get_text_config().vocab_size)
         self.metrics = WorkerMetrics(engine, model_name)

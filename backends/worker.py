@@ -25,18 +25,27 @@ from .engine.config import EngineConfig  # noqa: E402
 from .engine.device import KV_CACHE_DTYPES  # noqa: E402
 from .engine.llm_engine import LLMEngine  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
+from .serving.generation_defaults import parse_overrides  # noqa: E402
 from webwire import trace_flags, tracing  # noqa: E402
 
 log = logging.getLogger("tiergate.worker")
 
 
+def _overrides(text: str) -> dict:
+    try:
+        return parse_overrides(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_app(engine_config: EngineConfig, served_name: str | None = None, default_max_tokens: int = 1024,
-              engine: LLMEngine | None = None) -> tuple[web.Application, AsyncEngine]:
+              engine: LLMEngine | None = None, generation_overrides: dict | None = None,
+              ) -> tuple[web.Application, AsyncEngine]:
     engine = engine or LLMEngine(engine_config)
     async_engine = AsyncEngine(engine)
     if engine.grammars is not None:  # build the grammar tokenizer view now, off the event loop, not on a first request
         threading.Thread(target=engine.grammars.ll_tokenizer, name="grammar-warmup", daemon=True).start()
-    api = WorkerAPI(async_engine, served_name or engine_config.model, default_max_tokens)
+    api = WorkerAPI(async_engine, served_name or engine_config.model, default_max_tokens, generation_overrides)
     app = api.app()
 
     async def stop_engine(_app):
@@ -85,6 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a batch-priority request waiting this long is admitted like an interactive one")
     parser.add_argument("--max-model-len", type=int)
     parser.add_argument("--default-max-tokens", type=int, default=1024)
+    parser.add_argument("--override-generation-config", type=_overrides, default=None, metavar="JSON",
+                        help="sampling defaults for requests that leave them unset, over the model's "
+                             "generation_config.json, e.g. '{\"temperature\": 0.3}' (temperature, top_p, top_k, "
+                             "repetition_penalty, max_tokens)")
     parser.add_argument("--no-prefix-caching", action="store_true")
     parser.add_argument("--quantization", choices=["int8", "int4"], help="weight-only quantization (default: fp32)")
     parser.add_argument("--quant-group-size", type=int, choices=[32, 64], default=32, help="int4 group size")
@@ -120,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                           device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                           cuda_graphs=args.cuda_graphs, compile_decode=args.compile,
                           int4_dense_prefill=args.int4_dense_prefill, kv_cache_dtype=args.kv_cache_dtype)
-    app, _ = build_app(config, args.served_name, args.default_max_tokens)
+    app, _ = build_app(config, args.served_name, args.default_max_tokens,
+                       generation_overrides=args.override_generation_config)
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.
     web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)

@@ -18,10 +18,10 @@ def test_config_loads(path):
 
 def test_default_stack_flags_are_valid_worker_flags():
     workers = local_workers(load_config(str(ROOT / "config/tiergate.yaml")))
-    flags = {launch for _, launch in workers.values()}
-    assert ("--quantization", "int4") in flags and ("--speculative", "ngram") in flags
-    for model, launch in workers.values():
-        build_parser().parse_args(["--model", model, *launch])  # exits on an unknown flag
+    parsed = [build_parser().parse_args(["--model", model, *launch]) for model, launch in workers.values()]
+    assert {"int4"} <= {p.quantization for p in parsed} and {"ngram"} <= {p.speculative for p in parsed}
+    chat = [p for p in parsed if p.task == "generate"]
+    assert chat and all(p.override_generation_config == {"temperature": 0.2, "top_p": 0.9} for p in chat)
 
 
 def test_production_example_launches_nothing_locally():
