@@ -8,6 +8,13 @@ and a batch sequence that has waited `batch_max_wait_s` counts as interactive, s
 starves. When blocks run out, the newest running sequence is preempted, batch ones first:
 its blocks are freed and it goes back to the front of the queue, to be recomputed later
 (mostly from the prefix cache).
+
+Two rules keep interactive time to first token low beside batch work (docs/priorities.md):
+- a step that computes an interactive prompt carries no batch work: running batch sequences
+  sit that step out and none is admitted, so the prompt's step costs what it costs alone;
+- an interactive request that finds every sequence slot or too few blocks taken preempts the
+  newest running batch sequences, instead of waiting for one to finish.
+Both act only while interactive work is there: batch work alone runs with the whole budget.
 """
 from __future__ import annotations
 
@@ -56,12 +63,28 @@ class Scheduler:
         counts.update(seq.params.priority for seq in self.waiting)
         return counts
 
+    def _urgent(self, seq: Sequence, now: float) -> bool:
+        """Interactive, or batch that has waited `batch_max_wait_s`: served as interactive."""
+        return seq.params.priority != BATCH or now - seq.arrival_time >= self.config.batch_max_wait_s
+
     def _next_waiting(self, now: float) -> Sequence:
         """The first interactive (or aged batch) sequence; a batch one only when none waits."""
-        for seq in self.waiting:
-            if seq.params.priority != BATCH or now - seq.arrival_time >= self.config.batch_max_wait_s:
-                return seq
-        return self.waiting[0]
+        return next((seq for seq in self.waiting if self._urgent(seq, now)), self.waiting[0])
+
+    def _urgent_prompt_due(self, now: float) -> bool:
+        """Whether this step computes an interactive prompt: one waits, or one is running
+        with more than its next token to compute (a chunked prompt)."""
+        return (any(self._urgent(seq, now) for seq in self.waiting)
+                or any(seq.num_tokens - seq.num_computed_tokens > 1 and self._urgent(seq, now) for seq in self.running))
+
+    def _preempt_batch(self, now: float) -> bool:
+        """Free a slot and blocks for an interactive admission: the newest running batch
+        sequence goes back to the queue. False when none runs."""
+        victim = next((seq for seq in reversed(self.running) if not self._urgent(seq, now)), None)
+        if victim is None:
+            return False
+        self._preempt(victim)
+        return True
 
     def _start_running(self, seq: Sequence) -> None:
         """Running order: interactive sequences ahead of batch ones (and preempted after them)."""
@@ -85,9 +108,14 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
+        now = time.monotonic()
+        urgent_only = self._urgent_prompt_due(now)  # batch work sits this step out
         index = 0
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
+            if urgent_only and not self._urgent(seq, now):
+                index += 1
+                continue
             num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
             extra = min(lookahead, budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
             if extra > 0 and self.blocks.allocate(seq, 1 + extra, keep_free=self.watermark_blocks):
@@ -104,13 +132,20 @@ class Scheduler:
                 index += 1
         if preempted:  # no admissions while memory is short
             return scheduled
-        now = time.monotonic()
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        while self.waiting and budget > 0:
             seq = self._next_waiting(now)
+            urgent = self._urgent(seq, now)
+            if urgent_only and not urgent:
+                break
+            # Batch sequences skipped this step were not scheduled, so preempting one is safe.
+            if len(self.running) >= self.config.max_num_seqs and not (urgent and self._preempt_batch(now)):
+                break
             self.blocks.match_prefix(seq)
             num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
             if not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
                 self.blocks.free(seq)
+                if urgent and self._preempt_batch(now):
+                    continue
                 if not self.running and not scheduled:
                     raise RuntimeError("KV pool too small for a single prompt chunk")
                 break
