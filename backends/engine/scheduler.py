@@ -31,8 +31,9 @@ class QueueFullError(Exception):
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, block_manager: BlockManager):
+    def __init__(self, config: EngineConfig, block_manager: BlockManager, clock=time.monotonic):
         self.config = config
+        self.clock = clock  # what ages batch requests; benchmarks/priority_sim.py runs a virtual one
         self.blocks = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -108,7 +109,7 @@ class Scheduler:
         budget = self.config.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
-        now = time.monotonic()
+        now = self.clock()
         urgent_only = self._urgent_prompt_due(now)  # batch work sits this step out
         index = 0
         while index < len(self.running) and budget > 0:
