@@ -27,6 +27,7 @@ from measure.stats import latency_stats
 
 # Measured with --fit on the 2-core AMD EPYC, 1 thread (as the local stack runs each worker).
 DEFAULT_COST = (0.050, 0.0040, 0.00080)
+UNIQUE_AT, UNIQUE_IDS = 16, 20000  # where a per-request token goes, and how many distinct ones
 
 
 def chat_prompts(model: str) -> list[list[int]]:
@@ -68,7 +69,7 @@ def fit_cost(model: str, threads: int) -> tuple[float, float, float]:
 class Sim:
     def __init__(self, prompts, cost, rate: float, lanes: int, args):
         config = EngineConfig(model="sim", max_num_batched_tokens=args.max_num_batched_tokens,
-                              max_num_seqs=args.max_num_seqs)
+                              max_num_seqs=args.max_num_seqs, batch_prefill_chunk=args.batch_prefill_chunk or None)
         self.scheduler = Scheduler(config, BlockManager(args.num_blocks, config.block_size), clock=lambda: self.now)
         self.prompts, self.cost, self.args = prompts, cost, args
         self.rate, self.lanes = rate, lanes
@@ -77,10 +78,21 @@ class Sim:
         self.ttfts: list[float] = []
         self.batch_tokens = self.sent = 0
 
+    def _prompt(self, priority: str) -> list[int]:
+        """The next chat prompt made unique past its first block (the shared system prompt),
+        as real requests are: no prefix-cache hit beyond it. Batch prompts are padded to
+        --batch-prompt-tokens to model long documents."""
+        prompt = self.prompts[self.sent % len(self.prompts)]
+        prompt = prompt[:UNIQUE_AT] + [UNIQUE_IDS + self.sent % UNIQUE_IDS] + prompt[UNIQUE_AT:]
+        if priority == BATCH:
+            prompt = (prompt * (1 + self.args.batch_prompt_tokens // len(prompt)))[:max(len(prompt),
+                                                                                       self.args.batch_prompt_tokens)]
+        return prompt
+
     def _add(self, priority: str, max_tokens: int, at: float) -> None:
         """A request that arrived at `at`; the engine sees it when its current step ends."""
         params = SamplingParams(max_tokens=max_tokens, priority=priority)
-        seq = Sequence(self.prompts[self.sent % len(self.prompts)], params)
+        seq = Sequence(self._prompt(priority), params)
         seq.arrival_time = at  # the scheduler's age rule reads the virtual clock
         self.sent += 1
         self.arrival[seq.seq_id] = at
@@ -151,6 +163,8 @@ def parse_args(argv=None):
                    help="fixed,per_decode,per_prefill_token seconds of one step")
     p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8, 12, 16, 24, 32])
     add_traffic_args(p)
+    p.add_argument("--batch-prompt-tokens", type=int, default=0, help="pad batch prompts to this length")
+    p.add_argument("--batch-prefill-chunk", type=int, default=64, help="the scheduler's cap (0: none)")
     p.add_argument("--duration", type=float, default=600.0, help="virtual seconds per run")
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--max-num-batched-tokens", type=int, default=512)

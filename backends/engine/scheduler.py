@@ -9,12 +9,14 @@ starves. When blocks run out, the newest running sequence is preempted, batch on
 its blocks are freed and it goes back to the front of the queue, to be recomputed later
 (mostly from the prefix cache).
 
-Two rules keep interactive time to first token low beside batch work (docs/priorities.md):
+Three rules keep interactive time to first token low beside batch work (docs/priorities.md):
 - a step that computes an interactive prompt carries no batch work: running batch sequences
   sit that step out and none is admitted, so the prompt's step costs what it costs alone;
 - an interactive request that finds every sequence slot or too few blocks taken preempts the
-  newest running batch sequences, instead of waiting for one to finish.
-Both act only while interactive work is there: batch work alone runs with the whole budget.
+  newest running batch sequences, instead of waiting for one to finish;
+- while interactive work runs, batch prompts get at most `batch_prefill_chunk` tokens of a
+  step, so the step a new interactive request waits for stays short.
+All act only while interactive work is there: batch work alone runs with the whole budget.
 """
 from __future__ import annotations
 
@@ -28,6 +30,28 @@ from .sequence import BATCH, PRIORITIES, Sequence, SequenceStatus
 
 class QueueFullError(Exception):
     """The waiting queue is at its bound; the server answers 503."""
+
+
+class _Step:
+    """What is left of one step: its token budget, and the share of it batch prompts may
+    still take (beside interactive work, a small one: the step a new interactive request
+    arrives during stays short)."""
+
+    def __init__(self, budget: int, batch_prompt_tokens: int, urgent):
+        self.budget, self.batch_prompt_left, self.urgent = budget, batch_prompt_tokens, urgent
+
+    def _batch_prompt(self, seq: Sequence, num_tokens: int) -> bool:
+        return num_tokens > 1 and not self.urgent(seq)
+
+    def tokens_for(self, seq: Sequence) -> int:
+        """All that seq has left within the budget; a batch prompt within its share (0: none left)."""
+        left = min(seq.num_tokens - seq.num_computed_tokens, self.budget)
+        return min(left, self.batch_prompt_left) if self._batch_prompt(seq, left) else left
+
+    def take(self, seq: Sequence, num_tokens: int) -> None:
+        self.budget -= num_tokens
+        if self._batch_prompt(seq, num_tokens):
+            self.batch_prompt_left -= num_tokens
 
 
 class Scheduler:
@@ -106,21 +130,24 @@ class Scheduler:
         return scheduled
 
     def _pick(self, lookahead: int) -> list[tuple[Sequence, int]]:
-        budget = self.config.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
         now = self.clock()
+        urgent = lambda seq: self._urgent(seq, now)  # noqa: E731
         urgent_only = self._urgent_prompt_due(now)  # batch work sits this step out
+        budget = self.config.max_num_batched_tokens
+        beside_urgent = urgent_only or any(map(urgent, self.running))
+        step = _Step(budget, (self.config.batch_prefill_chunk or budget) if beside_urgent else budget, urgent)
         index = 0
-        while index < len(self.running) and budget > 0:
+        while index < len(self.running) and step.budget > 0:
             seq = self.running[index]
-            if urgent_only and not self._urgent(seq, now):
+            num_tokens = 0 if urgent_only and not urgent(seq) else step.tokens_for(seq)
+            if num_tokens == 0:  # sits this step out
                 index += 1
                 continue
-            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            extra = min(lookahead, budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
+            extra = min(lookahead, step.budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
             if extra > 0 and self.blocks.allocate(seq, 1 + extra, keep_free=self.watermark_blocks):
-                budget -= extra
+                step.budget -= extra
             while not self.blocks.allocate(seq, num_tokens):
                 victim = self.running[-1]
                 self._preempt(victim)
@@ -129,25 +156,24 @@ class Scheduler:
                     break
             else:
                 scheduled.append((seq, num_tokens))
-                budget -= num_tokens
+                step.take(seq, num_tokens)
                 index += 1
         if preempted:  # no admissions while memory is short
             return scheduled
-        while self.waiting and budget > 0:
+        while self.waiting and step.budget > 0:
             seq = self._next_waiting(now)
-            urgent = self._urgent(seq, now)
-            if urgent_only and not urgent:
+            if urgent_only and not urgent(seq):
                 break
             # Batch sequences skipped this step were not scheduled, so preempting one is safe.
-            if len(self.running) >= self.config.max_num_seqs and not (urgent and self._preempt_batch(now)):
+            if len(self.running) >= self.config.max_num_seqs and not (urgent(seq) and self._preempt_batch(now)):
                 break
             self.blocks.match_prefix(seq)
-            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            if not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
+            num_tokens = step.tokens_for(seq)
+            if num_tokens == 0 or not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
                 self.blocks.free(seq)
-                if urgent and self._preempt_batch(now):
+                if num_tokens and urgent(seq) and self._preempt_batch(now):
                     continue
-                if not self.running and not scheduled:
+                if num_tokens and not self.running and not scheduled:
                     raise RuntimeError("KV pool too small for a single prompt chunk")
                 break
             self.blocks.record_prefix_query(seq)
@@ -155,7 +181,7 @@ class Scheduler:
             seq.scheduled_time = seq.scheduled_time or now  # the first admission (a preempted one keeps it)
             self._start_running(seq)
             scheduled.append((seq, num_tokens))
-            budget -= num_tokens
+            step.take(seq, num_tokens)
         return scheduled
 
     def finish(self, seq: Sequence) -> None:

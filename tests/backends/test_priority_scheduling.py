@@ -158,3 +158,25 @@ def test_batch_work_never_preempts_batch_work_for_a_slot():
     first, second = _seq(0, 4, BATCH), _seq(10, 4, BATCH)
     _started(scheduler, first, second, steps=3)
     assert scheduler.running == [first] and scheduler.num_preemptions == 0
+
+
+def test_beside_interactive_work_batch_prompts_get_a_small_share_of_the_step():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, batch_prefill_chunk=6)
+    user = _seq(100, 4)
+    _started(scheduler, user)
+    long_batch, short_batch = _seq(0, 20, BATCH), _seq(30, 4, BATCH)
+    scheduler.add(long_batch)
+    scheduler.add(short_batch)
+    assert scheduler.schedule() == [(user, 1), (long_batch, 6)]  # the short one waits for the next share
+    long_batch.num_computed_tokens = 6
+    user.num_computed_tokens += 1
+    user.append_token(7)
+    assert scheduler.schedule() == [(user, 1), (long_batch, 6)]
+
+
+def test_batch_prompts_alone_take_the_whole_budget_whatever_the_share():
+    scheduler = _scheduler(64, max_num_batched_tokens=32, batch_prefill_chunk=6)
+    first, second = _seq(0, 20, BATCH), _seq(30, 20, BATCH)
+    scheduler.add(first)
+    scheduler.add(second)
+    assert scheduler.schedule() == [(first, 20), (second, 12)]
