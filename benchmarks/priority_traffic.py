@@ -24,10 +24,15 @@ def add_traffic_args(parser) -> None:
     parser.add_argument("--batch-max-tokens", type=int, default=32, help="max_tokens of each batch request")
 
 
+_serial = itertools.count()  # numbers every request: prompts share only the system prompt's KV
+
+
 def chat_body(model: str, index: int, max_tokens: int, stream: bool) -> dict:
-    """The index-th prompt of the fixed set, greedy: a rerun produces the same tokens."""
-    body = {"model": model, "messages": [{"role": "user", "content": CHAT_PROMPTS[index % len(CHAT_PROMPTS)]}],
-            "max_tokens": max_tokens, "temperature": 0}
+    """The index-th question of the fixed set, numbered (as real requests differ, no prefix-cache
+    hit past the system prompt); greedy."""
+    content = f"[{next(_serial)}] {CHAT_PROMPTS[index % len(CHAT_PROMPTS)]}"
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+            "temperature": 0}
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
     return body
