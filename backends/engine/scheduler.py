@@ -16,7 +16,8 @@ Three rules keep interactive time to first token low beside batch work (docs/pri
   newest running batch sequences, instead of waiting for one to finish;
 - while interactive work runs, batch prompts get at most `batch_prefill_chunk` tokens of a
   step, so the step a new interactive request waits for stays short.
-All act only while interactive work is there: batch work alone runs with the whole budget.
+All act only while interactive-priority work is there (an aged batch request is served
+first but holds no batch work back): batch work alone runs with the whole budget.
 """
 from __future__ import annotations
 
@@ -96,11 +97,17 @@ class Scheduler:
         """The first interactive (or aged batch) sequence; a batch one only when none waits."""
         return next((seq for seq in self.waiting if self._urgent(seq, now)), self.waiting[0])
 
-    def _urgent_prompt_due(self, now: float) -> bool:
+    @staticmethod
+    def _interactive(seq: Sequence) -> bool:
+        """Interactive by priority: only such work holds batch work back (an aged batch
+        request is served first but holds nothing back, so batch work alone keeps its speed)."""
+        return seq.params.priority != BATCH
+
+    def _interactive_prompt_due(self) -> bool:
         """Whether this step computes an interactive prompt: one waits, or one is running
         with more than its next token to compute (a chunked prompt)."""
-        return (any(self._urgent(seq, now) for seq in self.waiting)
-                or any(seq.num_tokens - seq.num_computed_tokens > 1 and self._urgent(seq, now) for seq in self.running))
+        return (any(map(self._interactive, self.waiting))
+                or any(seq.num_tokens - seq.num_computed_tokens > 1 and self._interactive(seq) for seq in self.running))
 
     def _preempt_batch(self, now: float) -> bool:
         """Free a slot and blocks for an interactive admission: the newest running batch
@@ -134,14 +141,14 @@ class Scheduler:
         preempted = False
         now = self.clock()
         urgent = lambda seq: self._urgent(seq, now)  # noqa: E731
-        urgent_only = self._urgent_prompt_due(now)  # batch work sits this step out
+        prompt_step = self._interactive_prompt_due()  # batch work (but aged) sits this step out
         budget = self.config.max_num_batched_tokens
-        beside_urgent = urgent_only or any(map(urgent, self.running))
-        step = _Step(budget, (self.config.batch_prefill_chunk or budget) if beside_urgent else budget, urgent)
+        beside_interactive = prompt_step or any(map(self._interactive, self.running))
+        step = _Step(budget, (self.config.batch_prefill_chunk or budget) if beside_interactive else budget, urgent)
         index = 0
         while index < len(self.running) and step.budget > 0:
             seq = self.running[index]
-            num_tokens = 0 if urgent_only and not urgent(seq) else step.tokens_for(seq)
+            num_tokens = 0 if prompt_step and not urgent(seq) else step.tokens_for(seq)
             if num_tokens == 0:  # sits this step out
                 index += 1
                 continue
@@ -162,16 +169,16 @@ class Scheduler:
             return scheduled
         while self.waiting and step.budget > 0:
             seq = self._next_waiting(now)
-            if urgent_only and not urgent(seq):
+            if prompt_step and not urgent(seq):
                 break
             # Batch sequences skipped this step were not scheduled, so preempting one is safe.
-            if len(self.running) >= self.config.max_num_seqs and not (urgent(seq) and self._preempt_batch(now)):
+            if len(self.running) >= self.config.max_num_seqs and not (self._interactive(seq) and self._preempt_batch(now)):
                 break
             self.blocks.match_prefix(seq)
             num_tokens = step.tokens_for(seq)
             if num_tokens == 0 or not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
                 self.blocks.free(seq)
-                if num_tokens and urgent(seq) and self._preempt_batch(now):
+                if num_tokens and self._interactive(seq) and self._preempt_batch(now):
                     continue
                 if num_tokens and not self.running and not scheduled:
                     raise RuntimeError("KV pool too small for a single prompt chunk")

@@ -180,3 +180,17 @@ def test_batch_prompts_alone_take_the_whole_budget_whatever_the_share():
     scheduler.add(first)
     scheduler.add(second)
     assert scheduler.schedule() == [(first, 20), (second, 12)]
+
+
+def test_aged_batch_requests_hold_no_batch_work_back():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, max_num_seqs=1, batch_max_wait_s=5.0,
+                           batch_prefill_chunk=2)
+    running = _seq(0, 4, BATCH)
+    _started(scheduler, running)
+    old = _seq(10, 8, BATCH)
+    old.arrival_time = time.monotonic() - 6.0
+    scheduler.add(old)
+    assert scheduler.schedule() == [(running, 1)]  # no preemption for it, and no step sat out
+    assert scheduler.num_preemptions == 0
+    scheduler.finish(running)
+    assert scheduler.schedule() == [(old, 8)]  # admitted first, its prompt whole
