@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 
 from backends.engine.block_manager import BlockManager
@@ -25,7 +26,8 @@ from benchmarks.chat_prompts import CHAT_PROMPTS
 from benchmarks.priority_traffic import add_traffic_args
 from measure.stats import latency_stats
 
-# Measured with --fit on the 2-core AMD EPYC, 1 thread (as the local stack runs each worker).
+# Fitted to step timings on the 2-core AMD EPYC, 1 thread (as the local stack runs each worker),
+# taken while the machine was otherwise quiet (docs/priorities.md).
 DEFAULT_COST = (0.050, 0.0040, 0.00080)
 UNIQUE_AT, UNIQUE_IDS = 16, 20000  # where a per-request token goes, and how many distinct ones
 
@@ -38,8 +40,9 @@ def chat_prompts(model: str) -> list[list[int]]:
                                          tokenize=True, return_dict=False)) for p in CHAT_PROMPTS]
 
 
-def fit_cost(model: str, threads: int) -> tuple[float, float, float]:
-    """Time real steps (decodes only at several widths, and a prompt beside them) and fit the
+def fit_cost(model: str, threads: int, repeats: int = 7) -> tuple[float, float, float]:
+    """Time real steps (decodes alone at several widths, and with one prompt beside them),
+    take each configuration's median (a busy machine stalls single steps), and fit the
     linear cost by least squares."""
     import numpy as np
     import torch
@@ -54,12 +57,16 @@ def fit_cost(model: str, threads: int) -> tuple[float, float, float]:
         seqs = [engine.add_request(prompts[i], SamplingParams(max_tokens=4000, ignore_eos=True)) for i in range(width)]
         while any(s.num_output_tokens < 8 for s in seqs):
             engine.step()
-        for k in range(6):
-            extra = [] if k % 2 else [engine.add_request(prompts[-1 - k], SamplingParams(max_tokens=1))]
-            started = time.perf_counter()
-            engine.step()
-            rows.append((1, width, sum(len(s.token_ids) for s in extra)))
-            times.append(time.perf_counter() - started)
+        for prompt in ([], prompts[-1]):
+            samples = []
+            for _ in range(repeats):
+                if prompt:
+                    engine.add_request(prompt, SamplingParams(max_tokens=1))
+                started = time.perf_counter()
+                engine.step()
+                samples.append(time.perf_counter() - started)
+            rows.append((1, width, len(prompt)))
+            times.append(statistics.median(samples))
         for seq in seqs:
             engine.finish(seq, "abort")
     solution, *_ = np.linalg.lstsq(np.array(rows, dtype=float), np.array(times), rcond=None)
