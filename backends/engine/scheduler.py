@@ -152,7 +152,8 @@ class Scheduler:
             if num_tokens == 0:  # sits this step out
                 index += 1
                 continue
-            extra = min(lookahead, step.budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
+            decoding = num_tokens == seq.num_tokens - seq.num_computed_tokens == 1
+            extra = min(lookahead, step.budget - 1) if decoding else 0
             if extra > 0 and self.blocks.allocate(seq, 1 + extra, keep_free=self.watermark_blocks):
                 step.budget -= extra
             while not self.blocks.allocate(seq, num_tokens):
@@ -172,7 +173,8 @@ class Scheduler:
             if prompt_step and not urgent(seq):
                 break
             # Batch sequences skipped this step were not scheduled, so preempting one is safe.
-            if len(self.running) >= self.config.max_num_seqs and not (self._interactive(seq) and self._preempt_batch(now)):
+            slots_full = len(self.running) >= self.config.max_num_seqs
+            if slots_full and not (self._interactive(seq) and self._preempt_batch(now)):
                 break
             self.blocks.match_prefix(seq)
             num_tokens = step.tokens_for(seq)

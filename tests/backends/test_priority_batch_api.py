@@ -41,9 +41,10 @@ class FakeBatches:
     async def create(self, request):
         body = await request.json()
         lines = [json.loads(line) for line in self.files[body["input_file_id"]].decode().splitlines()]
-        answers = [{"id": f"r{i}", "custom_id": line["custom_id"], "error": None, "response": {"status_code": 200, "body": {
-            "object": "chat.completion", "usage": {"completion_tokens": line["body"]["max_tokens"]}}}}
-            for i, line in enumerate(lines)]
+        answers = [{"id": f"r{i}", "custom_id": line["custom_id"], "error": None,
+                    "response": {"status_code": 200, "body": {
+                        "object": "chat.completion", "usage": {"completion_tokens": line["body"]["max_tokens"]}}}}
+                   for i, line in enumerate(lines)]
         self.files["file-out"] = "".join(json.dumps(a) + "\n" for a in answers).encode()
         self.batch = {"id": "batch_1", "object": "batch", "endpoint": body["endpoint"], "created_at": 100,
                       "input_file_id": body["input_file_id"], "completion_window": body["completion_window"],
