@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this get 503")
     parser.add_argument("--batch-max-wait-s", type=float, default=30.0,
                         help="a batch-priority request waiting this long is admitted like an interactive one")
+    parser.add_argument("--batch-prefill-chunk", type=int, default=64,
+                        help="prompt tokens of batch requests per engine step while interactive work runs "
+                             "(0: no cap; docs/priorities.md)")
     parser.add_argument("--max-model-len", type=int)
     parser.add_argument("--default-max-tokens", type=int, default=1024)
     parser.add_argument("--override-generation-config", type=_overrides, default=None, metavar="JSON",
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
                           max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                           max_waiting=args.max_waiting, batch_max_wait_s=args.batch_max_wait_s,
+                          batch_prefill_chunk=args.batch_prefill_chunk or None,
                           max_model_len=args.max_model_len,
                           enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
                           quant_group_size=args.quant_group_size, speculative=args.speculative,

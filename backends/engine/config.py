@@ -14,6 +14,7 @@ class EngineConfig:
     max_num_seqs: int = 64  # running sequences at most
     max_waiting: int = 256  # waiting queue bound: beyond it new requests are refused (503)
     batch_max_wait_s: float = 30.0  # a batch request waiting this long is admitted like an interactive one
+    batch_prefill_chunk: int | None = 64  # batch prompt tokens per step while interactive work runs (None: no cap)
     max_model_len: int | None = None  # context window; default min(model's, 8192)
     enable_prefix_caching: bool = True
     dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/device.py)

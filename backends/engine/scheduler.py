@@ -8,6 +8,16 @@ and a batch sequence that has waited `batch_max_wait_s` counts as interactive, s
 starves. When blocks run out, the newest running sequence is preempted, batch ones first:
 its blocks are freed and it goes back to the front of the queue, to be recomputed later
 (mostly from the prefix cache).
+
+Three rules keep interactive time to first token low beside batch work (docs/priorities.md):
+- a step that computes an interactive prompt carries no batch work: running batch sequences
+  sit that step out and none is admitted, so the prompt's step costs what it costs alone;
+- an interactive request that finds every sequence slot or too few blocks taken preempts the
+  newest running batch sequences, instead of waiting for one to finish;
+- while interactive work runs, batch prompts get at most `batch_prefill_chunk` tokens of a
+  step, so the step a new interactive request waits for stays short.
+All act only while interactive-priority work is there (an aged batch request is served
+first but holds no batch work back): batch work alone runs with the whole budget.
 """
 from __future__ import annotations
 
@@ -23,9 +33,32 @@ class QueueFullError(Exception):
     """The waiting queue is at its bound; the server answers 503."""
 
 
+class _Step:
+    """What is left of one step: its token budget, and the share of it batch prompts may
+    still take (beside interactive work, a small one: the step a new interactive request
+    arrives during stays short)."""
+
+    def __init__(self, budget: int, batch_prompt_tokens: int, urgent):
+        self.budget, self.batch_prompt_left, self.urgent = budget, batch_prompt_tokens, urgent
+
+    def _batch_prompt(self, seq: Sequence, num_tokens: int) -> bool:
+        return num_tokens > 1 and not self.urgent(seq)
+
+    def tokens_for(self, seq: Sequence) -> int:
+        """All that seq has left within the budget; a batch prompt within its share (0: none left)."""
+        left = min(seq.num_tokens - seq.num_computed_tokens, self.budget)
+        return min(left, self.batch_prompt_left) if self._batch_prompt(seq, left) else left
+
+    def take(self, seq: Sequence, num_tokens: int) -> None:
+        self.budget -= num_tokens
+        if self._batch_prompt(seq, num_tokens):
+            self.batch_prompt_left -= num_tokens
+
+
 class Scheduler:
-    def __init__(self, config: EngineConfig, block_manager: BlockManager):
+    def __init__(self, config: EngineConfig, block_manager: BlockManager, clock=time.monotonic):
         self.config = config
+        self.clock = clock  # what ages batch requests; benchmarks/priority_sim.py runs a virtual one
         self.blocks = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -56,12 +89,34 @@ class Scheduler:
         counts.update(seq.params.priority for seq in self.waiting)
         return counts
 
+    def _urgent(self, seq: Sequence, now: float) -> bool:
+        """Interactive, or batch that has waited `batch_max_wait_s`: served as interactive."""
+        return seq.params.priority != BATCH or now - seq.arrival_time >= self.config.batch_max_wait_s
+
     def _next_waiting(self, now: float) -> Sequence:
         """The first interactive (or aged batch) sequence; a batch one only when none waits."""
-        for seq in self.waiting:
-            if seq.params.priority != BATCH or now - seq.arrival_time >= self.config.batch_max_wait_s:
-                return seq
-        return self.waiting[0]
+        return next((seq for seq in self.waiting if self._urgent(seq, now)), self.waiting[0])
+
+    @staticmethod
+    def _interactive(seq: Sequence) -> bool:
+        """Interactive by priority: only such work holds batch work back (an aged batch
+        request is served first but holds nothing back, so batch work alone keeps its speed)."""
+        return seq.params.priority != BATCH
+
+    def _interactive_prompt_due(self) -> bool:
+        """Whether this step computes an interactive prompt: one waits, or one is running
+        with more than its next token to compute (a chunked prompt)."""
+        return (any(map(self._interactive, self.waiting))
+                or any(seq.num_tokens - seq.num_computed_tokens > 1 and self._interactive(seq) for seq in self.running))
+
+    def _preempt_batch(self, now: float) -> bool:
+        """Free a slot and blocks for an interactive admission: the newest running batch
+        sequence goes back to the queue. False when none runs."""
+        victim = next((seq for seq in reversed(self.running) if not self._urgent(seq, now)), None)
+        if victim is None:
+            return False
+        self._preempt(victim)
+        return True
 
     def _start_running(self, seq: Sequence) -> None:
         """Running order: interactive sequences ahead of batch ones (and preempted after them)."""
@@ -82,16 +137,25 @@ class Scheduler:
         return scheduled
 
     def _pick(self, lookahead: int) -> list[tuple[Sequence, int]]:
-        budget = self.config.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int]] = []
         preempted = False
+        now = self.clock()
+        urgent = lambda seq: self._urgent(seq, now)  # noqa: E731
+        prompt_step = self._interactive_prompt_due()  # batch work (but aged) sits this step out
+        budget = self.config.max_num_batched_tokens
+        beside_interactive = prompt_step or any(map(self._interactive, self.running))
+        step = _Step(budget, (self.config.batch_prefill_chunk or budget) if beside_interactive else budget, urgent)
         index = 0
-        while index < len(self.running) and budget > 0:
+        while index < len(self.running) and step.budget > 0:
             seq = self.running[index]
-            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            extra = min(lookahead, budget - 1) if num_tokens == seq.num_tokens - seq.num_computed_tokens == 1 else 0
+            num_tokens = 0 if prompt_step and not urgent(seq) else step.tokens_for(seq)
+            if num_tokens == 0:  # sits this step out
+                index += 1
+                continue
+            decoding = num_tokens == seq.num_tokens - seq.num_computed_tokens == 1
+            extra = min(lookahead, step.budget - 1) if decoding else 0
             if extra > 0 and self.blocks.allocate(seq, 1 + extra, keep_free=self.watermark_blocks):
-                budget -= extra
+                step.budget -= extra
             while not self.blocks.allocate(seq, num_tokens):
                 victim = self.running[-1]
                 self._preempt(victim)
@@ -100,18 +164,25 @@ class Scheduler:
                     break
             else:
                 scheduled.append((seq, num_tokens))
-                budget -= num_tokens
+                step.take(seq, num_tokens)
                 index += 1
         if preempted:  # no admissions while memory is short
             return scheduled
-        now = time.monotonic()
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        while self.waiting and step.budget > 0:
             seq = self._next_waiting(now)
+            if prompt_step and not urgent(seq):
+                break
+            # Batch sequences skipped this step were not scheduled, so preempting one is safe.
+            slots_full = len(self.running) >= self.config.max_num_seqs
+            if slots_full and not (self._interactive(seq) and self._preempt_batch(now)):
+                break
             self.blocks.match_prefix(seq)
-            num_tokens = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            if not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
+            num_tokens = step.tokens_for(seq)
+            if num_tokens == 0 or not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
                 self.blocks.free(seq)
-                if not self.running and not scheduled:
+                if num_tokens and self._interactive(seq) and self._preempt_batch(now):
+                    continue
+                if num_tokens and not self.running and not scheduled:
                     raise RuntimeError("KV pool too small for a single prompt chunk")
                 break
             self.blocks.record_prefix_query(seq)
@@ -119,7 +190,7 @@ class Scheduler:
             seq.scheduled_time = seq.scheduled_time or now  # the first admission (a preempted one keeps it)
             self._start_running(seq)
             scheduled.append((seq, num_tokens))
-            budget -= num_tokens
+            step.take(seq, num_tokens)
         return scheduled
 
     def finish(self, seq: Sequence) -> None:

@@ -15,6 +15,12 @@ def _seq(first: int, n: int, priority: str = "interactive") -> Sequence:
     return Sequence(list(range(first, first + n)), SamplingParams(priority=priority, max_tokens=64))
 
 
+def _started(scheduler: Scheduler, *seqs: Sequence, steps: int = 1) -> None:
+    for seq in seqs:
+        scheduler.add(seq)
+    _decoding(scheduler, steps)
+
+
 def _decoding(scheduler: Scheduler, steps: int) -> None:
     """Run `steps` steps as a forward pass would: everything scheduled is computed, one token each."""
     for _ in range(steps):
@@ -22,6 +28,10 @@ def _decoding(scheduler: Scheduler, steps: int) -> None:
             seq.num_computed_tokens += n
             if seq.num_computed_tokens == seq.num_tokens:
                 seq.append_token(7)
+
+
+def _scheduler(num_blocks: int, **config) -> Scheduler:
+    return Scheduler(EngineConfig(model="x", block_size=4, **config), BlockManager(num_blocks, 4))
 
 
 def test_interactive_is_admitted_before_older_batch_work():
@@ -78,3 +88,109 @@ def test_batch_work_alone_gets_the_whole_budget():
     for seq in seqs:
         scheduler.add(seq)
     assert sum(n for _, n in scheduler.schedule()) == 16
+
+
+def test_a_step_that_computes_an_interactive_prompt_carries_no_batch_work():
+    scheduler = _scheduler(64, max_num_batched_tokens=64)
+    batch = [_seq(i * 10, 4, BATCH) for i in range(3)]
+    _started(scheduler, *batch, steps=2)  # the batch sequences are decoding
+    user = _seq(100, 8)
+    scheduler.add(user)
+    assert scheduler.schedule() == [(user, 8)]  # the batch decodes sit this step out
+    user.num_computed_tokens = 8
+    user.append_token(7)
+    assert [seq for seq, _ in scheduler.schedule()] == [user, *batch]  # and come back with the next
+
+
+def test_batch_work_sits_out_every_chunk_of_a_long_interactive_prompt():
+    scheduler = _scheduler(64, max_num_batched_tokens=8)
+    batch = _seq(0, 4, BATCH)
+    _started(scheduler, batch)
+    user = _seq(100, 20)
+    scheduler.add(user)
+    chunks = []
+    for _ in range(3):
+        step = scheduler.schedule()
+        chunks.append(step)
+        for seq, n in step:
+            seq.num_computed_tokens += n
+    assert chunks == [[(user, 8)], [(user, 8)], [(user, 4)]]
+    user.append_token(7)
+    assert scheduler.schedule() == [(user, 1), (batch, 1)]
+
+
+def test_an_aged_batch_sequence_keeps_decoding_beside_an_interactive_prompt():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, batch_max_wait_s=5.0)
+    old, young = _seq(0, 4, BATCH), _seq(10, 4, BATCH)
+    _started(scheduler, old, young)
+    old.arrival_time = time.monotonic() - 6.0
+    user = _seq(100, 8)
+    scheduler.add(user)
+    assert scheduler.schedule() == [(old, 1), (user, 8)]
+
+
+def test_interactive_work_takes_the_slot_of_the_newest_running_batch_sequence():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, max_num_seqs=2)
+    first, second, queued = _seq(0, 4, BATCH), _seq(10, 4, BATCH), _seq(20, 4, BATCH)
+    _started(scheduler, first, second, queued, steps=2)
+    user = _seq(100, 8)
+    scheduler.add(user)
+    assert scheduler.schedule() == [(user, 8)]
+    assert scheduler.running == [user, first]
+    assert list(scheduler.waiting) == [second, queued]  # the preempted one is next in line
+    assert scheduler.preemptions == {"interactive": 0, "batch": 1}
+    assert not second.block_table
+
+
+def test_interactive_work_takes_the_blocks_of_running_batch_sequences():
+    scheduler = _scheduler(8, max_num_batched_tokens=64)
+    batch = _seq(0, 20, BATCH)  # 5 of the 8 blocks; 1 more is the watermark
+    _started(scheduler, batch)
+    user = _seq(100, 12)  # needs 3 blocks: 2 are free beyond the watermark
+    scheduler.add(user)
+    assert scheduler.schedule() == [(user, 12)]
+    assert scheduler.preemptions == {"interactive": 0, "batch": 1}
+    assert list(scheduler.waiting) == [batch]
+
+
+def test_batch_work_never_preempts_batch_work_for_a_slot():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, max_num_seqs=1)
+    first, second = _seq(0, 4, BATCH), _seq(10, 4, BATCH)
+    _started(scheduler, first, second, steps=3)
+    assert scheduler.running == [first] and scheduler.num_preemptions == 0
+
+
+def test_beside_interactive_work_batch_prompts_get_a_small_share_of_the_step():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, batch_prefill_chunk=6)
+    user = _seq(100, 4)
+    _started(scheduler, user)
+    long_batch, short_batch = _seq(0, 20, BATCH), _seq(30, 4, BATCH)
+    scheduler.add(long_batch)
+    scheduler.add(short_batch)
+    assert scheduler.schedule() == [(user, 1), (long_batch, 6)]  # the short one waits for the next share
+    long_batch.num_computed_tokens = 6
+    user.num_computed_tokens += 1
+    user.append_token(7)
+    assert scheduler.schedule() == [(user, 1), (long_batch, 6)]
+
+
+def test_batch_prompts_alone_take_the_whole_budget_whatever_the_share():
+    scheduler = _scheduler(64, max_num_batched_tokens=32, batch_prefill_chunk=6)
+    first, second = _seq(0, 20, BATCH), _seq(30, 20, BATCH)
+    scheduler.add(first)
+    scheduler.add(second)
+    assert scheduler.schedule() == [(first, 20), (second, 12)]
+
+
+def test_aged_batch_requests_hold_no_batch_work_back():
+    scheduler = _scheduler(64, max_num_batched_tokens=64, max_num_seqs=1, batch_max_wait_s=5.0,
+                           batch_prefill_chunk=2)
+    running = _seq(0, 4, BATCH)
+    _started(scheduler, running)
+    old = _seq(10, 8, BATCH)
+    old.arrival_time = time.monotonic() - 6.0
+    scheduler.add(old)
+    assert scheduler.schedule() == [(running, 1)]  # no preemption for it, and no step sat out
+    assert scheduler.num_preemptions == 0
+    scheduler.finish(running)
+    assert scheduler.schedule() == [(old, 8)]  # admitted first, its prompt whole

@@ -8,6 +8,7 @@ import time
 
 import openai
 import pytest
+from tests.backends.metrics_page import metric as _metric
 from tests.support import free_port, wait_for_port, wait_until
 
 
@@ -30,20 +31,6 @@ def worker():
 @pytest.fixture
 def client(worker):
     return openai.OpenAI(base_url=worker + "/v1", api_key="unused", max_retries=0)
-
-
-def _metric(base: str, name: str, **labels) -> float:
-    """A sample's value from /metrics; 0 when a labelled counter has not been created yet."""
-    import urllib.request
-
-    text = urllib.request.urlopen(base + "/metrics").read().decode()
-    wanted = [f'{k}="{v}"' for k, v in labels.items()]
-    for line in text.splitlines():
-        if line.split("{")[0].split(" ")[0] == name and all(w in line for w in wanted):
-            return float(line.rsplit(" ", 1)[1])
-    if labels:
-        return 0.0
-    raise AssertionError(f"{name} not in /metrics")
 
 
 def test_models_lists_the_served_model(client):
