@@ -1,7 +1,7 @@
 """The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
 from __future__ import annotations
 
-from ..models import load_tokenizer, model_dir
+from .models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
 from .device import resolve_device, resolve_dtype

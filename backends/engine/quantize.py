@@ -24,7 +24,7 @@ in the model's dtype. `quantize_linears(kernel=...)` picks one explicitly (tests
 Triton one on CPU in Triton's interpreter); by default the model's device decides.
 
 int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
-kept (backends/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
+kept (backends/engine/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
 scale d and zero m + 8d per block (the scale and zero in bf16, the kernel's activation
 dtype), with no second rounding of the weights. Layers the GGUF does not ship as Q4_1 (the
 Q8_0 embedding, hence the tied LM head) then stay in the folder's fp32, as the GGUF has
@@ -51,7 +51,7 @@ import logging
 import torch
 from torch import nn
 
-from backends.gguf_blocks import load_q4_1
+from backends.engine.gguf_blocks import load_q4_1
 from kernels import cpu_kernels
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
                                       int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,

@@ -2,7 +2,6 @@
 models through the paged engine against HF `generate` on the same quantized weights, quality
 against fp32 on SmolLM2, and the worker's --quantization flag over real HTTP."""
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -17,24 +16,17 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Embedding, Int8Linear, attach_dense_prefill,
                                       dense_prefill_dtype, quantize_linears)
-from backends.models import model_dir
+from backends.engine.models import model_dir
 from measure.agreement import teacher_forced_agreement
-from backends.gguf_blocks import load_q4_1
+from backends.engine.gguf_blocks import load_q4_1
 from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
                                       int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,
                                       q4_1_to_int4, quantize_int4, quantize_int8, split_q4_1)
 from tests.backends.models import bundled, hf_greedy, tiny_gemma3, tiny_llama
 from tests.support import free_port
+from tests.support.prompts import random_prompts
 
 BF16_EPS = 2.0 ** -8
-
-
-def random_prompts(count: int, vocab: int, shared_prefix: int, seed: int) -> list[list[int]]:
-    """Half the prompts share a long prefix, so the prefix cache is exercised too."""
-    rng = random.Random(seed)
-    prefix = [rng.randrange(vocab) for _ in range(shared_prefix)]
-    bodies = [[rng.randrange(vocab) for _ in range(rng.randint(8, 100))] for _ in range(count)]
-    return [prefix + body if i % 2 == 0 else body for i, body in enumerate(bodies)]
 
 
 def kernel_bound(x: torch.Tensor, dequantized: torch.Tensor) -> torch.Tensor:
@@ -158,7 +150,7 @@ def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, 
     model, reference = factory()
     reference.set_attn_implementation("sdpa")
     quantize_linears(reference, method, 32)  # the same deterministic quantization the engine applies
-    prompts = random_prompts(10, 512, shared_prefix=40, seed=5)
+    prompts = random_prompts(10, 512, shared_prefix=40, seed=5, max_body=100)
     expected = [hf_greedy(reference, p, GREEDY.max_tokens) for p in prompts]
     config = EngineConfig(model="test", block_size=8, quantization=method, quant_group_size=32,
                           num_blocks=overrides.pop("num_blocks", 2048), **overrides)
