@@ -10,9 +10,10 @@ from backends.engine.device import resolve_kv_dtype
 from backends.engine.llm_engine import LLMEngine
 from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_attention
 
+from tests.support.prompts import random_prompts
+
+from .attention_reference import dense_reference
 from .models import tiny_llama
-from .test_engine_equivalence import random_prompts
-from .test_kernels import dense_reference
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

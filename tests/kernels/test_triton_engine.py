@@ -12,7 +12,7 @@ from backends.engine.config import EngineConfig
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.sequence import SamplingParams
 from tests.backends.models import hf_greedy, tiny_gemma2, tiny_llama
-from tests.backends.test_engine_equivalence import random_prompts
+from tests.support.prompts import random_prompts
 from kernels.triton_paged_attention import triton_paged_attention
 from tests.kernels.device import DEVICE
 
