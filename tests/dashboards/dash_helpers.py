@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import wait_for
+from tests.support import stop_processes, wait_for
 
 ROOT = Path(__file__).parents[2]
 
@@ -88,10 +88,4 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else 0.0
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_processes([self.proc])

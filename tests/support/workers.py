@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from launcher.processes import free_port
+from launcher.processes import free_port, stop_processes
 from launcher.workers import worker_command
 from tests.support.polling import wait_until
 
@@ -37,13 +37,7 @@ class WorkerProcess:
             return False
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_processes([self.proc])
 
 
 @contextmanager
