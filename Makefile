@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # Server processes log lines, not progress bars (transformers reads this through huggingface_hub).
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup tools models run test bench clean
+.PHONY: setup tools models run lint test bench clean
 
 setup: $(STAMP) tools models
 
@@ -44,7 +44,11 @@ models: $(STAMP)
 run: setup
 	$(PY) -m launcher
 
-test: setup
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+# ruff first, then the whole suite.
+test: setup lint
 	$(PY) -m pytest -q tests
 
 clean:

@@ -47,7 +47,7 @@ def test_length_cut_reports_length_and_eos_needs_an_accepting_grammar(engine):
     while engine.has_work():
         engine.step()
     assert seq.finish_reason == "length" and seq.num_output_tokens == 3
-    assert not seq.output_ids[-1] in engine.eos_token_ids
+    assert seq.output_ids[-1] not in engine.eos_token_ids
 
 
 def test_uncompilable_schema_is_a_grammar_error(engine):
