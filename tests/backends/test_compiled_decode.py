@@ -18,6 +18,8 @@ from tests.support.prompts import random_prompts
 
 from .models import hf_greedy, tiny_gemma3, tiny_llama
 
+pytestmark = pytest.mark.slow  # torch.compile builds each graph with g++
+
 
 def engine(model, compile_decode: bool, **overrides) -> LLMEngine:
     config = EngineConfig(**{"model": "test", "block_size": 4, "num_blocks": 512, "max_num_seqs": 8,

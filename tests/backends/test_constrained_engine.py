@@ -9,6 +9,8 @@ from backends.engine.grammar import GrammarError, json_schema_grammar
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.sequence import SamplingParams
 
+pytestmark = pytest.mark.slow  # grammars compiled over the bundled model's vocabulary
+
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "rank", "tags"],
           "properties": {"city": {"type": "string", "maxLength": 12}, "rank": {"type": "integer", "minimum": 1,
                                                                                 "maximum": 9},

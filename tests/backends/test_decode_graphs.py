@@ -38,6 +38,7 @@ def engine(model, graphs: bool, **overrides) -> LLMEngine:
     return LLMEngine(config, model=model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [{}, {"speculative": "ngram"}])
 def test_graph_path_is_token_identical_to_eager_and_hf(case, overrides):
     model, prompts, params, expected = case

@@ -9,6 +9,8 @@ from tests.support.prompts import random_prompts
 
 from .models import bundled, hf_greedy, tiny_gemma3, tiny_llama
 
+pytestmark = pytest.mark.slow  # tiny and bundled models through the whole engine, against HF generate
+
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
 
 VARIANTS = {

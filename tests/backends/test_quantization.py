@@ -140,6 +140,7 @@ GREEDY = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     (tiny_gemma3, "int4", {}),  # sliding-window layers; its scaled embedding keeps the head in fp32
     (tiny_llama, "int4", {"compile_decode": True}),  # compiled steps: q/k/v and gate/up fused
 ])
+@pytest.mark.slow
 def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, overrides):
     model, reference = factory()
     reference.set_attn_implementation("sdpa")
@@ -182,6 +183,7 @@ def agreeing_prefix(outputs, reference) -> float:
 
 # Teacher-forced agreement is the close check. The free-running prefix bound only catches a
 # broken tier: one near-tie moves it by up to 0.25 (the measured values: docs/quantization.md).
+@pytest.mark.slow  # SmolLM2 generates in fp32, int8 and int4
 @pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.5)])
 def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bound, prefix_bound):
     prompts, fp32 = smol_fp32_outputs
@@ -197,6 +199,7 @@ def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bo
     assert teacher_forced_agreement(engine.model, prompts, fp32) >= forced_bound
 
 
+@pytest.mark.slow
 def test_int4_answers_the_capital_of_france_with_paris():
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization="int4"))
     text = engine.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
@@ -205,6 +208,7 @@ def test_int4_answers_the_capital_of_france_with_paris():
     assert "Paris" in engine.tokenizer.decode(answer)
 
 
+@pytest.mark.live  # a worker process
 def test_int4_worker_serves_a_request():
     with running_worker("smollm2-135m", "--kv-cache-gb", "0.05", "--quantization", "int4",
                         "--quant-group-size", "32") as worker:

@@ -12,6 +12,8 @@ from kernels.speculative import verify_sampled
 from tests.backends.models import ATTN_IMPLEMENTATION, bundled, hf_greedy, tiny_llama
 from tests.support.prompts import repetitive_prompts
 
+pytestmark = pytest.mark.slow  # draft and target models through the whole engine
+
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
 
 

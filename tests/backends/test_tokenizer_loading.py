@@ -11,6 +11,7 @@ TEXTS = ["Hello world", " leading space", "Ünïcödé ✓ 日本語 🙂", "a\n
          "def f(x):\n    return x**2  # comment", "<bos>inline specials<eos><|im_start|>"]
 
 
+@pytest.mark.slow  # Gemma 3's 262k vocabulary, twice
 @pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
 def test_direct_build_equals_auto_tokenizer(name):
     path = model_dir(name)

@@ -46,6 +46,7 @@ async def test_modes_without_the_binary(tmp_path, monkeypatch, gateway_for):
         local_prometheus.start(config, 8080, "on", free_port(), tmp_path)
 
 
+@pytest.mark.live  # a Prometheus server
 async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
     workers = ["http://127.0.0.1:8101", "http://127.0.0.1:8102", "http://remote.example:8000"]
     config, gateway_port = await gateway_for([tier("small", 1, workers[:2]), tier("large", 3, workers[2:])])

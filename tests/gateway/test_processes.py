@@ -6,6 +6,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.gateway.gw_helpers import base_config, tier
@@ -13,6 +14,8 @@ from launcher import commands
 from launcher.group import clean_env
 from tests.support import free_port, wait_for
 from tests.support.metrics import metric
+
+pytestmark = pytest.mark.live  # gateway processes
 
 ROOT = Path(__file__).parents[2]
 

@@ -80,6 +80,7 @@ def _assert_openai_5xx(status, raw):
     return error
 
 
+@pytest.mark.slow  # waits out its timeouts
 async def test_whole_and_streamed_requests_to_a_black_hole_end_with_an_error(black_hole, gateway, redis_prefix,
                                                                              http):
     hole, url = black_hole
@@ -120,6 +121,7 @@ async def test_health_check_marks_a_black_hole_down_within_its_timeout(black_hol
     assert _assert_openai_5xx(status, raw)["code"] == "upstream_unavailable" and took < READ_S  # not even tried
 
 
+@pytest.mark.slow  # waits out its timeouts
 async def test_quality_judge_call_to_a_black_hole_times_out(black_hole, fakes, gateway, redis_prefix, http):
     hole, top_url = black_hole
     ((small, small_url),) = await fakes(1)

@@ -16,6 +16,8 @@ from tests.backends.models import hf_greedy, tiny_llama
 from tests.support.prompts import random_prompts
 from tests.kernels.device import DEVICE
 
+pytestmark = pytest.mark.slow  # the engine end to end in Triton's interpreter
+
 
 def dequantised_reference(reference: nn.Module, method: str, group_size: int) -> None:
     """Every decoder linear and the LM head hold the fp32 values the kernels stand for."""

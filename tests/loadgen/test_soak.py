@@ -65,6 +65,7 @@ def test_process_tree_and_labels_come_from_proc():
     assert rss.rss_kb(parent.pid) is None and rss.tree(parent.pid) == []
 
 
+@pytest.mark.live  # runs `python -m benchmarks.soak`
 def test_refuses_to_start_the_local_stack_on_taken_worker_ports(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -80,6 +81,7 @@ def test_refuses_to_start_the_local_stack_on_taken_worker_ports(tmp_path):
     assert f"[{port}]" in run.stderr and "already in use" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.live  # a whole stack
 def test_short_self_contained_soak_samples_every_process_and_stops_them():
     run = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--self-contained", "--minutes", "0.3",
                           "--rate", "10", "--sample-s", "1", "--progress-s", "5"],

@@ -17,9 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from classifier.runtime import METADATA_FILE, MODEL_FILE, PACKAGED_MODEL_DIR
 from tests.quality.quality_helpers import two_tier_config
 from tests.support import wait_for
+
+pytestmark = pytest.mark.live  # runs `python -m classifier` to export, train and swap
 
 ROOT = Path(__file__).parents[2]
 SEEN = ["Chile", "Kenya", "Norway", "Peru", "Egypt", "Japan", "Canada", "Brazil", "Spain", "India", "Ghana",
