@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # Server processes log lines, not progress bars (transformers reads this through huggingface_hub).
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup tools models run test bench clean
+.PHONY: setup tools models run lint test test-fast bench clean
 
 setup: $(STAMP) tools models
 
@@ -44,8 +44,16 @@ models: $(STAMP)
 run: setup
 	$(PY) -m launcher
 
-test: setup
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+# The whole suite, every tier (tests/support/tiers.py); lint first.
+test: setup lint
 	$(PY) -m pytest -q tests
+
+# The unit tier alone: one process, quick; under two minutes on two cores.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m unit tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache

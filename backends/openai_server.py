@@ -19,7 +19,7 @@ from .engine.length_guard import FormatNeedsMoreTokens
 from .engine.llm_engine import RequestTooLargeError
 from .engine.scheduler import QueueFullError
 from .engine.sequence import INTERACTIVE, PRIORITIES
-from .models import model_dir
+from .engine.models import model_dir
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
 from .serving.prompting import chat_prompt_ids

@@ -10,7 +10,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 
 
-class _EngineCollector:
+class EngineCollector:
     """Reads the engine's live state at scrape time instead of mirroring it on every step."""
 
     def __init__(self, engine, model_name: str):
@@ -97,4 +97,4 @@ class WorkerMetrics:
                                          ["model"], registry=self.registry)
         self.requests = Counter("tiergate_worker_requests", "Finished requests by finish reason",
                                 ["model", "finish_reason"], registry=self.registry)
-        self.registry.register(_EngineCollector(engine, model_name))
+        self.registry.register(EngineCollector(engine, model_name))

@@ -33,7 +33,7 @@ UNIQUE_AT, UNIQUE_IDS = 16, 20000  # where a per-request token goes, and how man
 
 
 def chat_prompts(model: str) -> list[list[int]]:
-    from backends.models import load_tokenizer, model_dir
+    from backends.engine.models import load_tokenizer, model_dir
 
     tok = load_tokenizer(model_dir(model))
     return [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,

@@ -1,7 +1,7 @@
 """Does quality sampling cost clients latency? `python -m benchmarks.quality [--rate 1.0]`
 
 Two gateway processes, identical except for `quality.sampling_rate` (0 vs --rate), in front of
-one fake upstream (benchmarks/fake_upstream.py), using the shared Redis under a fresh prefix.
+one fake upstream (launcher/fake_upstream.py), using the shared Redis under a fresh prefix.
 Rounds alternate between them (off, on, off, on, ...) so machine noise hits both alike; every
 request goes to the sampled (non-top) tier. Prints client p50/p99 for both and the monitor's
 own counts (sampled / dropped / scored) to show sampling really ran; JSON on the last line.

@@ -87,7 +87,7 @@ def measure(name: str, rounds: int, reference_file: str | None) -> dict:
     from backends.engine.llm_engine import LLMEngine
     from backends.engine.model_runner import load_model
     from backends.engine.quantize import quantize_linears, release_freed_memory
-    from backends.models import model_dir
+    from backends.engine.models import model_dir
 
     method, group_size, lm_head = CONFIGS[name]
     path = model_dir(MODEL)

@@ -16,7 +16,7 @@ import time
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.model_runner import load_model
-from backends.models import model_dir
+from backends.engine.models import model_dir
 
 PASSAGE = (
     "The city council met on Monday evening to discuss the new bicycle lanes on Harbour Street. "

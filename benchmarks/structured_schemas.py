@@ -8,7 +8,7 @@ def _obj(required: list[str], **props) -> dict:
     return {"type": "object", "required": required, "properties": props}
 
 
-S, I, N, B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
+S, INT, N, B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
 
 
 def _list(item: dict, least: int = 0) -> dict:
@@ -16,14 +16,14 @@ def _list(item: dict, least: int = 0) -> dict:
 
 
 SCHEMAS: list[tuple[str, dict]] = [
-    ("a person with a home", _obj(["name", "age", "tags", "home"], name=S, age=I, tags=_list(S),
+    ("a person with a home", _obj(["name", "age", "tags", "home"], name=S, age=INT, tags=_list(S),
                                   home=_obj(["city", "country"], city=S, country=S))),
     ("a product in a shop", _obj(["sku", "title", "price", "in_stock"], sku=S, title=S,
                                  price={"type": "number", "minimum": 0}, in_stock=B)),
-    ("an order with its lines", _obj(["id", "lines"], id=I, lines=_list(_obj(["sku", "qty"], sku=S, qty=I), 1))),
-    ("a concert", _obj(["artist", "date", "venue"], artist=S, date=S, venue=_obj(["name", "seats"], name=S, seats=I))),
+    ("an order with its lines", _obj(["id", "lines"], id=INT, lines=_list(_obj(["sku", "qty"], sku=S, qty=INT), 1))),
+    ("a concert", _obj(["artist", "date", "venue"], artist=S, date=S, venue=_obj(["name", "seats"], name=S, seats=INT))),
     ("a recipe", _obj(["title", "ingredients", "steps"], title=S, ingredients=_list(S, 2), steps=_list(S, 1))),
-    ("a book", _obj(["title", "author", "year", "genre"], title=S, author=S, year=I,
+    ("a book", _obj(["title", "author", "year", "genre"], title=S, author=S, year=INT,
                     genre={"enum": ["novel", "poetry", "essay", "science"]})),
     ("a weather report", _obj(["city", "temp_c", "sky"], city=S, temp_c=N,
                               sky={"enum": ["clear", "cloudy", "rain", "snow"]}, wind_kmh=N)),
@@ -38,9 +38,9 @@ SCHEMAS: list[tuple[str, dict]] = [
         notifications=_obj(["email", "sms"], email=B, sms=B)))),
     ("a sensor reading", _obj(["sensor", "value", "unit", "error"], sensor=S, value=N, unit=S,
                               error={"type": ["string", "null"]})),
-    ("a small library", _obj(["name", "books"], name=S, books=_list(_obj(["title", "copies"], title=S, copies=I), 1))),
-    ("a playlist", _obj(["name", "songs"], name=S, songs=_list(_obj(["title", "seconds"], title=S, seconds=I), 2))),
-    ("a survey answer", _obj(["respondent", "score", "comment"], respondent=I,
+    ("a small library", _obj(["name", "books"], name=S, books=_list(_obj(["title", "copies"], title=S, copies=INT), 1))),
+    ("a playlist", _obj(["name", "songs"], name=S, songs=_list(_obj(["title", "seconds"], title=S, seconds=INT), 2))),
+    ("a survey answer", _obj(["respondent", "score", "comment"], respondent=INT,
                              score={"type": "integer", "minimum": 1, "maximum": 5}, comment=S)),
     ("a bank transfer", _obj(["from_account", "to_account", "amount", "currency"], from_account=S, to_account=S,
                              amount={"type": "number", "exclusiveMinimum": 0},

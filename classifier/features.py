@@ -68,7 +68,7 @@ def _new_cue_word(word: str) -> tuple[int, ...]:
     return hits
 
 
-def _cue_counts(scan: str) -> list[int]:
+def cue_counts(scan: str) -> list[int]:
     words = scan.translate(_NON_WORD).split() if scan.isascii() else _WORD_RUN.findall(scan)
     counts = [0] * len(_CUES)
     found = list(map(_cue_hits.get, words))  # hot path in C: most words are cached misses, ()
@@ -104,7 +104,7 @@ N_STRUCTURAL = len(FEATURE_NAMES)  # numeric columns before the static vector
 FEATURE_NAMES += [f"static_{i}" for i in range(static_vectors.DIMS)]
 
 
-def _code_chars(text: str) -> int:
+def code_chars(text: str) -> int:
     return sum(map(text.count, _CODE_CHARS)) + sum(map(text.count, _CODE_RUNS))
 
 
@@ -132,10 +132,10 @@ def extract(messages: list[dict] | None = None, prompt: str | None = None) -> tu
         math.log1p(task.count("?") + task.count("？")), math.log1p(task.count("\n")),
         math.log1p(len(_LIST_LINE.findall(task[:_SCAN_CHARS]))),
         math.log1p(scan.count(". ") + scan.count("? ") + 1), math.log1p(task.count("```")),
-        _code_chars(task[:_SCAN_CHARS]) / min(n_chars, _SCAN_CHARS),
+        code_chars(task[:_SCAN_CHARS]) / min(n_chars, _SCAN_CHARS),
         len(_MATH_CHARS.findall(scan)) / max(len(scan), 1),
         non_ascii / n_chars, len(norm_task) / words, _requested_words(scan),
-    ] + [math.log1p(n) for n in _cue_counts(scan)]
+    ] + [math.log1p(n) for n in cue_counts(scan)]
     numeric = np.concatenate([np.asarray(values, dtype=np.float32), static_vectors.packaged().embed(task)])
     return model_text(norm_task, context), numeric
 

@@ -22,10 +22,8 @@ from .static_vectors import vectors_digest
 Progress = Callable[[str], None]
 # Operating point set after training: the best macro-F1 on the calibration sample with at most 2%
 # under-routing (tier >= 3 sent to tier 1), a margin under the 3% goal for prompts by other
-# authors. The sample is every split whose templates training never saw (validation and the
-# held-out-template split): validation alone (909 rows) gave thresholds fitted to its own few
-# templates, which sent most of other authors' tier-2 prompts to tier 3 (recall 0.45). A quality target instead (85% routed at or above the label, cheapest such point)
-# over-routed: tier 3 took half the traffic and tier-2 recall on other authors' prompts was 0.52.
+# authors. The sample is every split whose templates training never saw, so thresholds do not fit
+# a few templates (the alternatives tried: docs/routing.md).
 TRAIN_MAX_UNDER_ROUTING = 0.02
 
 

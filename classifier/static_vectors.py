@@ -29,7 +29,7 @@ VECTORS_PATH = Path(__file__).resolve().parent / "model" / VECTORS_FILE
 # only costs latency.
 HEAD_CHARS, TAIL_CHARS = 600, 200
 # BERT splits on whitespace and on every punctuation character, underscore included.
-_PIECES = re.compile(r"[^\W_]+|[^\w\s]|_")
+PIECES = re.compile(r"[^\W_]+|[^\w\s]|_")
 _CACHE_LIMIT = 200_000  # distinct words kept; cleared past this so memory stays bounded
 
 
@@ -66,7 +66,7 @@ class StaticVectors:
         the normaliser unchanged. Without this, a first-seen word calls the tokenizer (~15 us),
         which made long prompts of new words the slowest 1% of requests."""
         return {token: ((i,) if self._known[i] else ()) for token, i in self._tok.get_vocab().items()
-                if token.isascii() and _PIECES.fullmatch(token) and token == token.lower()}
+                if token.isascii() and PIECES.fullmatch(token) and token == token.lower()}
 
     def _new_word(self, word: str) -> tuple[int, ...]:
         if len(self._word_ids) >= _CACHE_LIMIT:
@@ -87,7 +87,7 @@ class StaticVectors:
         return list(itertools.chain.from_iterable(found))
 
     def _new_chunk(self, chunk: str) -> tuple[int, ...]:
-        pieces = _PIECES.findall(chunk)
+        pieces = PIECES.findall(chunk)
         if pieces == [chunk]:
             return self._new_word(chunk)
         ids = []

@@ -11,7 +11,7 @@ SAVED = f"tiergate_cost_saved_usd_total{T}"
 ROUTED = f"tiergate_routed_requests_total{T}"
 TOKENS = f"tiergate_tokens_total{T}"
 
-# Titles the accounting test looks panels up by (tests/dashboards/test_cost_figures.py).
+# Titles the accounting test looks panels up by (tests/dashboards/test_cost_accounting_figures.py).
 SPEND_IN_RANGE = "Spend (selected range)"
 SAVED_IN_RANGE = "Saved vs all-top-tier (selected range)"
 SAVED_PERCENT = "Saved vs all-top-tier (%)"

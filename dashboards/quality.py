@@ -12,8 +12,8 @@ TIER = '{tier=~"$tier"}'
 
 
 def _failure_panels() -> list[dict]:
-    judged = f'tiergate_quality_samples_total{{tier=~"$tier", result=~"passed|failed"}}'
-    failed = f'tiergate_quality_samples_total{{tier=~"$tier", result="failed"}}'
+    judged = 'tiergate_quality_samples_total{tier=~"$tier", result=~"passed|failed"}'
+    failed = 'tiergate_quality_samples_total{tier=~"$tier", result="failed"}'
     return [
         timeseries("Sampled failure rate per tier", "Share of judged samples that failed (similarity below "
                    "the threshold or a cheap check failed), and the monitor's rolling window rate.",

@@ -1,7 +1,7 @@
 """/v1/responses (OpenAI Responses API) and /v1/messages (Anthropic Messages) on the chat path.
 
 Each handler translates the request into a chat-completions body (wire/), then runs the one
-request path in handlers._generate (auth, classifier routing, policies, admission, relay,
+request path in handlers.generate (auth, classifier routing, policies, admission, relay,
 accounting, settle) with a shaper that turns the chat answer, whole or streamed chunk by
 chunk, back into its own wire format. Nothing here routes, bills or relays by itself.
 """
@@ -19,7 +19,7 @@ from wire.responses_request import responses_to_chat
 from wire.sse import named_event
 
 from . import response_store
-from .handlers import STATE, _generate, _read_body, count_refusal
+from .handlers import STATE, count_refusal, generate, read_body
 
 
 def _frames(events) -> bytes:
@@ -64,7 +64,7 @@ class ResponsesShaper:
 async def responses(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     config = state.config
-    body = await _read_body(request, config.limits.max_body_bytes)
+    body = await read_body(request, config.limits.max_body_bytes)
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
     previous = body.get("previous_response_id")
     try:
@@ -81,7 +81,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         await response_store.save(state.redis, config, tenant.name, response_id, messages)
 
     shaper = ResponsesShaper(body, translation, save)
-    return await _generate(request, "chat", body=translation.chat, tenant=tenant, shaper=shaper)
+    return await generate(request, "chat", body=translation.chat, tenant=tenant, shaper=shaper)
 
 
 class MessagesShaper:
@@ -113,7 +113,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     """Anthropic clients send `x-api-key`; a bearer token works too. Errors are Anthropic-shaped."""
     state = request.app[STATE]
     try:
-        body = await _read_body(request, state.config.limits.max_body_bytes)
+        body = await read_body(request, state.config.limits.max_body_bytes)
         key = request.headers.get("x-api-key")
         tenant = state.policy.authenticate(request.headers.get("Authorization") or (f"Bearer {key}" if key else None))
         try:
@@ -121,7 +121,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         except OpenAIError as refusal:
             await count_refusal(state.policy, request, tenant, refusal)
             raise
-        answer = await _generate(request, "chat", body=chat, tenant=tenant, shaper=MessagesShaper(body["model"]))
+        answer = await generate(request, "chat", body=chat, tenant=tenant, shaper=MessagesShaper(body["model"]))
     except OpenAIError as err:
         return _anthropic_error(err.status, err.message, err.headers)
     if answer.status >= 400 and not answer.prepared:  # an upstream's OpenAI error body, passed on

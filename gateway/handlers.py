@@ -31,7 +31,7 @@ ENDPOINTS = {"generate": ("/v1/chat/completions", "/v1/completions", "/v1/respon
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
 
-async def _read_body(request: web.Request, limit: int) -> dict:
+async def read_body(request: web.Request, limit: int) -> dict:
     if request.content_length is not None and request.content_length > limit:
         raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
     body = await read_json_object(request)
@@ -46,19 +46,19 @@ def _parse(kind: str, body: dict):
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, "chat")
+    return await generate(request, "chat")
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, "completion")
+    return await generate(request, "completion")
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, "embeddings")
+    return await generate(request, "embeddings")
 
 
-async def _generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
-                    shaper=None) -> web.StreamResponse:
+async def generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
+                   shaper=None) -> web.StreamResponse:
     """An HTTP request on the one request path: read the body, authenticate, then `serve`.
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
@@ -68,7 +68,7 @@ async def _generate(request: web.Request, kind: str, *, body: dict | None = None
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     try:
         if body is None:
-            body = await _read_body(request, config.limits.max_body_bytes)
+            body = await read_body(request, config.limits.max_body_bytes)
         tenant = tenant or state.policy.authenticate(request.headers.get("Authorization"))
     except OpenAIError as refusal:
         await count_refusal(state.policy, request, tenant, refusal)
@@ -141,7 +141,7 @@ async def route_dry_run(request: web.Request) -> web.Response:
     """The decision for a request, without generating: every step, routed_by, the chosen worker."""
     state = request.app[STATE]
     config = state.config
-    body = await _read_body(request, config.limits.max_body_bytes)
+    body = await read_body(request, config.limits.max_body_bytes)
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
     return web.json_response(await explain_route(state, config, tenant, body, request[CTX]))
 

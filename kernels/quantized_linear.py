@@ -11,8 +11,8 @@ Formats (weights `[out_features, in_features]`, i.e. `[n, k]`, as nn.Linear stor
   `[k / group_size, n, 2]`; the codes (int32 `[n, k]`) are packed once by
   `aten._convert_weight_to_int4pack_for_cpu` into an opaque `[n, k / 2]` uint8 layout.
   Kernels: our C++ `tiergate::int4_linear` on tiles that hold codes, scales and zeros in the
-  order it reads them (`pack_int4_tiles`), for every row count (measured on a 2-core AVX2
-  EPYC, SmolLM2's 120 layer calls: at one row 2x faster than aten's, at 16 and 64 rows 1.3x); `aten._weight_int4pack_mm_for_cpu(x, packed,
+  order it reads them (`pack_int4_tiles`), for every row count, since it beats aten's at every
+  row count measured (docs/engine-cpu.md); `aten._weight_int4pack_mm_for_cpu(x, packed,
   group_size, scales_and_zeros)` where our kernels do not build.
 
 Both aten kernels are fast only with bf16 activations (10-40x slower with fp32), so the

@@ -27,6 +27,15 @@ import redis.asyncio as aioredis
 import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
+from tests.support.tiers import assign
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets its tier (unit, slow, live, chaos, browser: tests/support/tiers.py); gpu
+    tests are skipped without CUDA."""
+    import torch
+
+    assign(items, cuda=torch.cuda.is_available())
 
 
 @pytest.fixture

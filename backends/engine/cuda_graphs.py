@@ -19,8 +19,7 @@ the host after the forward, so they do not force eager mode; draft models stay e
 
 On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
-(tests/backends/test_decode_graphs.py). The capture/replay itself is not verified on a GPU
-in this change.
+(tests/backends/test_decode_graphs.py); capture and replay run only on a GPU (docs/engine-cpu.md).
 """
 from __future__ import annotations
 

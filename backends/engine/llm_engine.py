@@ -1,7 +1,7 @@
 """The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
 from __future__ import annotations
 
-from ..models import load_tokenizer, model_dir
+from .models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
 from .device import resolve_device, resolve_dtype
@@ -9,7 +9,7 @@ from .grammar import GrammarCompiler
 from .length_guard import LengthGuard
 from .model_runner import ModelRunner, load_model
 from .quantize import quantize_model
-from .proposers import DraftModelProposer, NgramProposer
+from .proposers import Draft, DraftModelProposer, NgramProposer
 from .sampler import sample_next, verify
 from .scheduler import Scheduler
 from .spec_stats import SpecStats
@@ -144,7 +144,7 @@ class LLMEngine:
                 chosen[seq.seq_id] = accepted
         return chosen
 
-    def _propose(self, scheduled) -> dict[int, "Draft"]:
+    def _propose(self, scheduled) -> dict[int, Draft]:
         """Drafts for sequences about to decode their next token, no longer than the KV
         slots reserved for them, their remaining max_tokens and the context window.
         Speculation is off for sequences with a grammar, penalties, logit_bias or logprobs:

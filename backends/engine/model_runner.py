@@ -86,9 +86,9 @@ def attention_for(device: torch.device):
 
 
 def move_to_anonymous_memory(model: torch.nn.Module) -> None:
-    """safetensors leaves weights memory-mapped from the file; matmuls on those pages run
-    ~10x slower here (file-backed pages get reclaimed and faulted back in). Copy each
-    distinct tensor once, keeping tied weights tied."""
+    """safetensors leaves weights memory-mapped from the file, and matmuls on those pages run
+    far slower (file-backed pages get reclaimed and faulted back in: docs/engine-cpu.md). Copy
+    each distinct tensor once, keeping tied weights tied."""
     copies: dict[int, torch.Tensor] = {}
     for tensor in list(model.parameters()) + list(model.buffers()):
         key = tensor.data_ptr()

@@ -24,23 +24,17 @@ in the model's dtype. `quantize_linears(kernel=...)` picks one explicitly (tests
 Triton one on CPU in Triton's interpreter); by default the model's device decides.
 
 int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
-kept (backends/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
+kept (backends/engine/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
 scale d and zero m + 8d per block (the scale and zero in bf16, the kernel's activation
 dtype), with no second rounding of the weights. Layers the GGUF does not ship as Q4_1 (the
 Q8_0 embedding, hence the tied LM head) then stay in the folder's fp32, as the GGUF has
 them. Without blocks (tiny test models, Gemma 3's Q4_K GGUF) linears are quantized from
 their fp32 weights as below.
 
-Measured on SmolLM2-135M (benchmarks/quantization.py): its bundled weights come from a Q4_1
-GGUF, i.e. they already lie on a 4-bit grid per group of 32, so int4 with group 32
-reproduces them almost exactly while group 64 loses a lot (hence the default of 32).
-Quantizing the tied LM head (int8) drops the 108 MB fp32 table (int8 weights 210 -> 129 MB)
-for a small quality cost (perplexity 32.09 -> 32.16, teacher-forced agreement with fp32
-0.98 -> 0.96); its decode speed gain (the int8 head matmul is ~2.5x faster than fp32 at 8
-rows) stayed within run-to-run noise end to end. Prefill (many rows per matmul) was slower
-than fp32 with either format on aten's int kernels: they lose to fp32 GEMM beyond ~16 rows
-(measured 1536x576: 2x slower at 64 rows, on par at 16, ~2x faster at 1-8); hence
---int4-dense-prefill.
+Why: int4 groups of 32 by default, because SmolLM2's weights already lie on a 4-bit grid per
+32; the tied LM head in int8, because that drops its fp32 table for a small quality cost;
+--int4-dense-prefill exists because aten's int kernels lose to a dense GEMM on prompt chunks.
+The measurements behind each are in docs/quantization.md.
 """
 from __future__ import annotations
 
@@ -51,7 +45,7 @@ import logging
 import torch
 from torch import nn
 
-from backends.gguf_blocks import load_q4_1
+from backends.engine.gguf_blocks import load_q4_1
 from kernels import cpu_kernels
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
                                       int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,
@@ -95,8 +89,8 @@ class Int8Linear(nn.Module):
 
     def dense_forward(self, x: torch.Tensor) -> torch.Tensor:
         """The int8 kernel's product (bf16 activations times the codes, then the row scales) as
-        a dense bf16 GEMM: codes up to 127 are exact in bf16. At 16 rows of SmolLM2's head
-        6.0 ms against the int8 kernel's 14.0 ms; at 2 rows 4.0 against 3.4 ms."""
+        a dense bf16 GEMM: codes up to 127 are exact in bf16. Faster than the kernel for prompt
+        chunks, slower for a row or two (docs/quantization.md)."""
         out = (nn.functional.linear(x.to(ACT_DTYPE), self.dense_codes) * self.scales).to(x.dtype)
         return out if self.bias is None else out + self.bias
 
@@ -321,18 +315,16 @@ def release_freed_memory() -> None:
 
 
 def dense_prefill_dtype() -> torch.dtype:
-    """bf16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), fp32 elsewhere:
-    measured at 512 rows, 1536x576, on AVX-512 BF16 bf16 2.5 ms against fp32 5.3 ms; on an
-    AVX2-only EPYC bf16 53.2 ms (emulated) against fp32 6.3 ms and the int4 kernel 17.0 ms."""
+    """bf16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), fp32 elsewhere: emulated
+    bf16 is slower than fp32 and than the int4 kernel itself (docs/quantization.md)."""
     native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     return ACT_DTYPE if native else torch.float32
 
 
 def attach_dense_prefill(model: nn.Module) -> int:
     """Give each CPU int4 layer a dense copy of its weights (dense_prefill_dtype) for inputs of
-    DENSE_MIN_ROWS rows or more (prompt chunks): there a dense GEMM beats the int4 kernel (at
-    16 rows 0.14 against 0.20 ms in bf16, 0.37 against 0.64 ms in fp32 on AVX2); at one row
-    int4 wins (a quarter of the bytes). The copy holds the weights the int4 kernel multiplies by
+    DENSE_MIN_ROWS rows or more (prompt chunks): there a dense GEMM beats the int4 kernel; at one
+    row int4 wins, reading a quarter of the bytes (docs/quantization.md). The copy holds the weights the int4 kernel multiplies by
     (Int4Linear.dequantized), in the dense dtype. It costs 2 (bf16) or 4 (fp32) bytes per weight
     beside the 0.5 of int4."""
     layers = [m for m in model.modules() if isinstance(m, Int4Linear) and m.kernel in CPU_KERNELS]

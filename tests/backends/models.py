@@ -9,7 +9,7 @@ from transformers import (AutoTokenizer, Gemma2Config, Gemma2ForCausalLM, Gemma3
                           LlamaForCausalLM)
 
 from backends.engine.model_runner import ATTN_IMPLEMENTATION, load_model
-from backends.models import model_dir
+from backends.engine.models import model_dir
 
 
 def _pair(cls, config, seed: int):

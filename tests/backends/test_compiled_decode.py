@@ -14,8 +14,11 @@ from backends.engine import quantize
 from backends.engine.llm_engine import LLMEngine
 from kernels import quantized_linear
 
+from tests.support.prompts import random_prompts
+
 from .models import hf_greedy, tiny_gemma3, tiny_llama
-from .test_engine_equivalence import random_prompts
+
+pytestmark = pytest.mark.slow  # torch.compile builds each graph with g++
 
 
 def engine(model, compile_decode: bool, **overrides) -> LLMEngine:

@@ -9,6 +9,8 @@ from backends.engine.grammar import GrammarError, json_schema_grammar
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.sequence import SamplingParams
 
+pytestmark = pytest.mark.slow  # grammars compiled over the bundled model's vocabulary
+
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["city", "rank", "tags"],
           "properties": {"city": {"type": "string", "maxLength": 12}, "rank": {"type": "integer", "minimum": 1,
                                                                                 "maximum": 9},
@@ -47,7 +49,7 @@ def test_length_cut_reports_length_and_eos_needs_an_accepting_grammar(engine):
     while engine.has_work():
         engine.step()
     assert seq.finish_reason == "length" and seq.num_output_tokens == 3
-    assert not seq.output_ids[-1] in engine.eos_token_ids
+    assert seq.output_ids[-1] not in engine.eos_token_ids
 
 
 def test_uncompilable_schema_is_a_grammar_error(engine):

@@ -60,6 +60,7 @@ def test_lengths_past_the_table_and_blocks_past_the_pool_are_refused():
         cpu_kernels.paged_decode(query, k_cache, v_cache, tables, lens, 1.0, None, None)
 
 
+@pytest.mark.live  # a second process
 def test_later_processes_load_the_built_library_without_building():
     assert cpu_kernels.available()
     script = ("import logging; logging.basicConfig(level=logging.INFO)\n"

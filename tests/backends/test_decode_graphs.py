@@ -10,8 +10,9 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.cuda_graphs import decode_buckets, use_cuda_graphs
 from backends.engine.llm_engine import LLMEngine
 
+from tests.support.prompts import random_prompts
+
 from .models import hf_greedy, tiny_llama
-from .test_engine_equivalence import random_prompts
 
 
 def test_buckets_are_powers_of_two_capped_by_the_batch_limit():
@@ -37,6 +38,7 @@ def engine(model, graphs: bool, **overrides) -> LLMEngine:
     return LLMEngine(config, model=model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [{}, {"speculative": "ngram"}])
 def test_graph_path_is_token_identical_to_eager_and_hf(case, overrides):
     model, prompts, params, expected = case

@@ -1,7 +1,7 @@
 from transformers import AutoTokenizer
 
 from backends.engine.detokenizer import IncrementalDetokenizer
-from backends.models import model_dir
+from backends.engine.models import model_dir
 
 TEXT = "Café ☕ naïve 東京タワー 🚀🎉 done."
 

@@ -1,39 +1,18 @@
 """The embeddings worker (`--task embed`, the packaged MiniLM) through real HTTP and the openai SDK."""
 import base64
-import os
-import subprocess
-import sys
-import time
-import urllib.request
 
 import numpy as np
 import openai
 import pytest
 
 from backends.embedder import Embedder
-from tests.support import free_port
+from tests.support.workers import running_worker
 
 
 @pytest.fixture(scope="module")
 def worker():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", "minilm", "--task", "embed",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/health", timeout=1):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode())
-            assert time.monotonic() < deadline, "embeddings worker did not start"
-            time.sleep(0.2)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_worker("minilm", "--task", "embed") as running:
+        yield running.base
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,15 @@
 """Greedy output of the paged engine must equal Hugging Face `generate` token for token,
 with all prompts submitted at once, under prefix sharing, chunked prefill and preemption."""
-import random
-
 import pytest
 
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 
+from tests.support.prompts import random_prompts
+
 from .models import bundled, hf_greedy, tiny_gemma3, tiny_llama
+
+pytestmark = pytest.mark.slow  # tiny and bundled models through the whole engine, against HF generate
 
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
 
@@ -19,16 +21,6 @@ VARIANTS = {
     "preempting": dict(num_blocks=40, max_num_batched_tokens=64),
     "no_prefix_cache": dict(enable_prefix_caching=False),
 }
-
-
-def random_prompts(count: int, vocab: int, shared_prefix: int, seed: int = 0) -> list[list[int]]:
-    rng = random.Random(seed)
-    prefix = [rng.randrange(vocab) for _ in range(shared_prefix)]
-    prompts = []
-    for i in range(count):
-        body = [rng.randrange(vocab) for _ in range(rng.randint(8, 120))]
-        prompts.append(prefix + body if i % 2 == 0 else body)  # half share a long prefix
-    return prompts
 
 
 def run_engine(model, tokenizer, prompts, params=GREEDY, block_size=8, **overrides):

@@ -3,6 +3,7 @@
 the same numbers as the separate layers, and no second copy of the codes."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch._inductor.utils import run_and_get_code
@@ -21,6 +22,7 @@ class Attention(nn.Module):
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_siblings_make_one_kernel_call_with_the_same_outputs():
     torch.manual_seed(0)
     model = Attention(128, 64, bias=True)

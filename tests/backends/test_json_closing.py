@@ -70,6 +70,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
                                                                                        max_size=3), max_leaves=12)
 
 
+@pytest.mark.slow
 @given(st.dictionaries(st.text(max_size=6), json_values, max_size=4))
 @settings(max_examples=60, deadline=None)
 def test_any_json_object_closes_from_every_prefix(doc):

@@ -10,9 +10,10 @@ from backends.engine.device import resolve_kv_dtype
 from backends.engine.llm_engine import LLMEngine
 from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_attention
 
+from tests.support.prompts import random_prompts
+
+from .attention_reference import dense_reference
 from .models import tiny_llama
-from .test_engine_equivalence import random_prompts
-from .test_kernels import dense_reference
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -59,6 +60,7 @@ def engine(model, **overrides) -> LLMEngine:
     return LLMEngine(config, model=model)
 
 
+@pytest.mark.slow  # torch.compile
 def test_a_bf16_pool_holds_twice_the_blocks_and_compiled_steps_match_eager_ones():
     model, _ = tiny_llama()
     fp32, bf16 = engine(model), engine(model, kv_cache_dtype="bfloat16")

@@ -15,6 +15,8 @@ from backends.engine.sequence import SamplingParams
 from backends.serving.tool_grammar import CALL_CLOSE, CALL_OPEN, output_grammar, output_shape
 from wire.requests import parse_chat
 
+pytestmark = pytest.mark.slow  # the bundled models generate under each guard
+
 PERSON = {"type": "object", "required": ["name", "age", "tags", "home"],
           "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                          "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1},

@@ -1,13 +1,6 @@
 """Weight-only int8/int4: the aten kernels against the pure-torch references, quantized
 models through the paged engine against HF `generate` on the same quantized weights, quality
 against fp32 on SmolLM2, and the worker's --quantization flag over real HTTP."""
-import os
-import random
-import socket
-import subprocess
-import sys
-import time
-
 import openai
 import pytest
 import torch
@@ -15,26 +8,19 @@ from torch import nn
 
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
-from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Embedding, Int8Linear, attach_dense_prefill,
-                                      dense_prefill_dtype, quantize_linears)
-from backends.models import model_dir
-from measure.agreement import teacher_forced_agreement
-from backends.gguf_blocks import load_q4_1
+from backends.engine.gguf_blocks import load_q4_1
+from backends.engine.models import model_dir
+from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, attach_dense_prefill, dense_prefill_dtype,
+                                      quantize_linears)
 from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
                                       int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,
                                       q4_1_to_int4, quantize_int4, quantize_int8, split_q4_1)
+from measure.agreement import teacher_forced_agreement
 from tests.backends.models import bundled, hf_greedy, tiny_gemma3, tiny_llama
-from tests.support import free_port
+from tests.support.prompts import random_prompts
+from tests.support.workers import running_worker
 
 BF16_EPS = 2.0 ** -8
-
-
-def random_prompts(count: int, vocab: int, shared_prefix: int, seed: int) -> list[list[int]]:
-    """Half the prompts share a long prefix, so the prefix cache is exercised too."""
-    rng = random.Random(seed)
-    prefix = [rng.randrange(vocab) for _ in range(shared_prefix)]
-    bodies = [[rng.randrange(vocab) for _ in range(rng.randint(8, 100))] for _ in range(count)]
-    return [prefix + body if i % 2 == 0 else body for i, body in enumerate(bodies)]
 
 
 def kernel_bound(x: torch.Tensor, dequantized: torch.Tensor) -> torch.Tensor:
@@ -154,11 +140,12 @@ GREEDY = SamplingParams(max_tokens=16, temperature=0.0, ignore_eos=True)
     (tiny_gemma3, "int4", {}),  # sliding-window layers; its scaled embedding keeps the head in fp32
     (tiny_llama, "int4", {"compile_decode": True}),  # compiled steps: q/k/v and gate/up fused
 ])
+@pytest.mark.slow
 def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, overrides):
     model, reference = factory()
     reference.set_attn_implementation("sdpa")
     quantize_linears(reference, method, 32)  # the same deterministic quantization the engine applies
-    prompts = random_prompts(10, 512, shared_prefix=40, seed=5)
+    prompts = random_prompts(10, 512, shared_prefix=40, seed=5, max_body=100)
     expected = [hf_greedy(reference, p, GREEDY.max_tokens) for p in prompts]
     config = EngineConfig(model="test", block_size=8, quantization=method, quant_group_size=32,
                           num_blocks=overrides.pop("num_blocks", 2048), **overrides)
@@ -194,16 +181,9 @@ def agreeing_prefix(outputs, reference) -> float:
     return total / sum(map(len, reference))
 
 
-# Measured on this machine (4 prompts x 16 greedy tokens): teacher-forced argmax agreement
-# int8 0.92; free-running greedy up to the first divergence int8 0.19 (divergences at
-# near-ties, e.g. "Paris.\n\nThe answer" vs "Paris.\n\nThe United"). int4 serves the GGUF's
-# own Q4_1 blocks, so it tracks fp32 (the dequantised GGUF) closely: teacher-forced 0.984 (63
-# of 64; the one miss is the first token of one answer: "def" against fp32's "\n"). Free-running,
-# that answer differs from its first token, and another one at token 6 (" Thor" against " El")
-# since the decode attention's order of summation changed, though teacher-forced int4 agrees
-# there, so a near-tie: prefix 0.75 before the 16-key score reduction, 0.59 after. One near-tie
-# moves this measure by up to 0.25, so its bound only catches a broken tier; the teacher-forced
-# bound is the close check.
+# Teacher-forced agreement is the close check. The free-running prefix bound only catches a
+# broken tier: one near-tie moves it by up to 0.25 (the measured values: docs/quantization.md).
+@pytest.mark.slow  # SmolLM2 generates in fp32, int8 and int4
 @pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.5)])
 def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bound, prefix_bound):
     prompts, fp32 = smol_fp32_outputs
@@ -219,6 +199,7 @@ def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bo
     assert teacher_forced_agreement(engine.model, prompts, fp32) >= forced_bound
 
 
+@pytest.mark.slow
 def test_int4_answers_the_capital_of_france_with_paris():
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization="int4"))
     text = engine.tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
@@ -227,29 +208,17 @@ def test_int4_answers_the_capital_of_france_with_paris():
     assert "Paris" in engine.tokenizer.decode(answer)
 
 
+@pytest.mark.live  # a worker process
 def test_int4_worker_serves_a_request():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", "smollm2-135m", "--port", str(port),
-                             "--kv-cache-gb", "0.05", "--quantization", "int4", "--quant-group-size", "32"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode()
-                assert time.time() < deadline, "worker did not start"
-                time.sleep(0.3)
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    with running_worker("smollm2-135m", "--kv-cache-gb", "0.05", "--quantization", "int4",
+                        "--quant-group-size", "32") as worker:
+        client = openai.OpenAI(base_url=worker.base + "/v1", api_key="unused", max_retries=0)
         out = client.completions.create(model="smollm2-135m", prompt="The capital of France is", max_tokens=6,
                                         temperature=0)
         assert "Paris" in out.choices[0].text
-    finally:
-        proc.terminate()
-        _, stderr = proc.communicate(timeout=20)
-    assert "weight-only int4 (group 32): 210 linear layers quantized (210 from the GGUF's Q4_1 blocks)" in stderr.decode()
+        worker.stop()
+        log = worker.log()
+    assert "weight-only int4 (group 32): 210 linear layers quantized (210 from the GGUF's Q4_1 blocks)" in log
 
 
 def test_dense_prefill_copy_serves_prompt_chunks_and_int4_serves_decodes():

@@ -1,7 +1,6 @@
 """Speculative decoding: greedy output identical to plain decoding; sampling preserves the
 target distribution exactly."""
 import copy
-import random
 
 import pytest
 import torch
@@ -11,18 +10,11 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from kernels.speculative import verify_sampled
 from tests.backends.models import ATTN_IMPLEMENTATION, bundled, hf_greedy, tiny_llama
+from tests.support.prompts import repetitive_prompts
+
+pytestmark = pytest.mark.slow  # draft and target models through the whole engine
 
 GREEDY = SamplingParams(max_tokens=24, temperature=0.0, ignore_eos=True)
-
-
-def repetitive_prompts(count: int, seed: int = 0) -> list[list[int]]:
-    """Prompts that repeat a span, so n-gram lookup finds real drafts."""
-    rng = random.Random(seed)
-    prompts = []
-    for _ in range(count):
-        span = [rng.randrange(512) for _ in range(rng.randint(10, 30))]
-        prompts.append(span * 3 + [rng.randrange(512) for _ in range(rng.randint(1, 15))])
-    return prompts
 
 
 def other_tiny_draft():

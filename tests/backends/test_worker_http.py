@@ -1,31 +1,22 @@
 """The worker's OpenAI API through real HTTP: a real worker process and the real `openai` client."""
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import openai
 import pytest
-from tests.backends.metrics_page import metric as _metric
-from tests.support import free_port, wait_for_port, wait_until
 
+from tests.support import wait_until
+from tests.support.metrics import metric, scrape
+from tests.support.workers import running_worker
 
 MODEL = "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
 def worker():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", MODEL, "--port", str(port),
-                             "--kv-cache-gb", "0.25", "--max-model-len", "2048"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
-    base = f"http://127.0.0.1:{port}"
-    wait_for_port(port, [proc], 120, logs=lambda: proc.stderr.read().decode())
-    yield base
-    proc.terminate()
-    proc.wait(timeout=20)
+    with running_worker(MODEL, "--kv-cache-gb", "0.25", "--max-model-len", "2048") as running:
+        yield running.base
 
 
 @pytest.fixture
@@ -86,13 +77,16 @@ def test_bad_input_gets_openai_error(worker, body, status, param):
 
 
 def _abort_count(base: str) -> float:
-    return _metric(base, "tiergate_worker_requests_total", finish_reason="abort")
+    return metric(scrape(base), "tiergate_worker_requests_total", default=0.0, finish_reason="abort")
 
 
 def _wait_idle(base: str, timeout: float = 30) -> None:
-    wait_until(lambda: (_metric(base, "tiergate_worker_num_requests_running") == 0
-                        and _metric(base, "tiergate_worker_kv_cache_usage_ratio") == 0), timeout, 0.2,
-               what="worker back to idle (a sequence or its KV blocks leaked)")
+    def idle() -> bool:
+        page = scrape(base)
+        return (metric(page, "tiergate_worker_num_requests_running") == 0
+                and metric(page, "tiergate_worker_kv_cache_usage_ratio") == 0)
+
+    wait_until(idle, timeout, 0.2, what="worker back to idle (a sequence or its KV blocks leaked)")
 
 
 def _send_and_drop(base: str, body: dict, read_bytes: int) -> None:
@@ -120,7 +114,7 @@ def test_client_disconnect_aborts_and_frees_blocks(worker, stream):
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-            wait_until(lambda: _metric(worker, "tiergate_worker_num_requests_running") > 0, 30,
+            wait_until(lambda: metric(scrape(worker), "tiergate_worker_num_requests_running") > 0, 30,
                        what="the request running in the worker")
     _wait_idle(worker)  # 1,500 tokens would take far longer than the wait allows
     assert _abort_count(worker) == aborts + 1
@@ -153,12 +147,16 @@ def test_max_tokens_below_the_shortest_answer_is_a_400_naming_it(client):
     assert "at least" in err.value.body["message"]
 
 
+def _batch_tokens(base: str) -> float:
+    return metric(scrape(base), "tiergate_worker_priority_scheduled_tokens_total", default=0.0, priority="batch")
+
+
 def test_the_priority_header_reaches_the_scheduler_and_a_bad_one_is_refused(worker, client):
-    before = _metric(worker, "tiergate_worker_priority_scheduled_tokens_total", priority="batch")
+    before = _batch_tokens(worker)
     answer = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3,
                                             extra_headers={"x-tiergate-priority": "batch"})
     assert answer.choices[0].message.content
-    assert _metric(worker, "tiergate_worker_priority_scheduled_tokens_total", priority="batch") > before
+    assert _batch_tokens(worker) > before
     with pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3,
                                        extra_headers={"x-tiergate-priority": "urgent"})

@@ -1,15 +1,15 @@
 """A real worker saturated by batch requests serves an interactive one ahead of them: a real
 SmolLM2 worker process with two sequence slots, driven with the real `openai` client."""
-import os
-import subprocess
-import sys
 import threading
 import time
 
 import openai
 import pytest
-from tests.backends.metrics_page import metric
-from tests.support import free_port, wait_for_port, wait_until
+
+from tests.support import wait_until
+from tests.support.metrics import metric as read
+from tests.support.metrics import scrape
+from tests.support.workers import running_worker
 
 MODEL = "smollm2-135m"
 SLOTS = 2
@@ -17,16 +17,15 @@ BATCH = {"x-tiergate-priority": "batch"}
 LONG = 400  # batch answers far longer than the few steps the interactive request needs
 
 
+def _metric(worker: str, name: str, **labels) -> float:
+    return read(scrape(worker), name, default=0.0, **labels)
+
+
 @pytest.fixture(scope="module")
 def worker():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "backends.worker", "--model", MODEL, "--port", str(port),
-                             "--kv-cache-gb", "0.25", "--max-model-len", "2048", "--max-num-seqs", str(SLOTS)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
-    wait_for_port(port, [proc], 120, logs=lambda: proc.stderr.read().decode())
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
+    flags = ("--kv-cache-gb", "0.25", "--max-model-len", "2048", "--max-num-seqs", str(SLOTS))
+    with running_worker(MODEL, *flags) as running:
+        yield running.base
 
 
 class _Stream(threading.Thread):
@@ -58,13 +57,13 @@ def test_an_interactive_request_is_served_ahead_of_queued_and_running_batch_work
     try:
         running = [_Stream(client, f"Count to a thousand, run {i}.", LONG, BATCH, stop) for i in range(SLOTS)]
         streams += running
-        wait_until(lambda: metric(worker, "tiergate_worker_num_requests_running") == SLOTS, 60,
+        wait_until(lambda: _metric(worker, "tiergate_worker_num_requests_running") == SLOTS, 60,
                    what="the batch requests filling every slot")
         queued = [_Stream(client, f"List every city you know, run {i}.", LONG, BATCH, stop) for i in range(2)]
         streams += queued
-        wait_until(lambda: metric(worker, "tiergate_worker_priority_waiting", priority="batch") == len(queued), 30,
+        wait_until(lambda: _metric(worker, "tiergate_worker_priority_waiting", priority="batch") == len(queued), 30,
                    what="batch requests queued behind the full slots")
-        preempted = metric(worker, "tiergate_worker_priority_preemptions_total", priority="batch")
+        preempted = _metric(worker, "tiergate_worker_priority_preemptions_total", priority="batch")
 
         user = _Stream(client, "What is the capital of France?", 8, {}, threading.Event())
         user.join(timeout=60)
@@ -74,11 +73,11 @@ def test_an_interactive_request_is_served_ahead_of_queued_and_running_batch_work
         assert all(s.first_token is None or s.first_token > user.first_token for s in queued)
         # ...and without waiting for a running one to end: it took a slot from one of them.
         assert all(s.ended is None or s.ended > user.first_token for s in running)
-        assert metric(worker, "tiergate_worker_priority_preemptions_total", priority="batch") == preempted + 1
-        assert metric(worker, "tiergate_worker_priority_waiting", priority="interactive") == 0
+        assert _metric(worker, "tiergate_worker_priority_preemptions_total", priority="batch") == preempted + 1
+        assert _metric(worker, "tiergate_worker_priority_waiting", priority="interactive") == 0
     finally:
         stop.set()
         for stream in streams:
             stream.join(timeout=60)
-    wait_until(lambda: metric(worker, "tiergate_worker_num_requests_running") == 0, 30,
+    wait_until(lambda: _metric(worker, "tiergate_worker_num_requests_running") == 0, 30,
                what="the worker back to idle")

@@ -3,12 +3,12 @@ holds no request afterwards, and keeps serving."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 
 from measure.scale import chaos_scale
 from tests.chaos.chaos_helpers import config, idle
+from tests.support import wait_for
 
 CLIENTS = 30 * chaos_scale()  # more in the long run (python -m benchmarks.chaos)
 
@@ -29,9 +29,8 @@ async def test_thirty_streams_cut_after_the_first_chunk(fakes, gateway, http, re
     await asyncio.wait_for(asyncio.gather(*(hang_up_after_first_chunk() for _ in range(CLIENTS))),
                            15 * chaos_scale())
     fakes_ = [f for f, _ in started]
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (sum(f.disconnects for f in fakes_) < CLIENTS or not idle(gw)):
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: sum(f.disconnects for f in fakes_) >= CLIENTS and idle(gw), 5,
+                   what="every upstream generation cancelled and the gateway idle")
     assert sum(f.disconnects for f in fakes_) == CLIENTS   # every upstream generation was cancelled
     assert sum(f.in_flight for f in fakes_) == 0
     assert idle(gw)                                        # the gateway holds no request

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import signal
 import time
 import urllib.request
@@ -30,6 +29,7 @@ from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.e2e_stack import Stack, tier
 from tests.support import Pending, wait_until
+from tests.support.metrics import metric, scrape
 
 TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it
@@ -60,17 +60,11 @@ def _outstanding(stack) -> dict[str, int]:
 
 
 def _worker_state(url: str) -> dict[str, float]:
-    text = _get(url + "/metrics")
-
-    def value(name: str, labels: str = "") -> float:
-        found = re.findall(rf"^{name}\{{[^}}]*{labels}[^}}]*\}} (\S+)$", text, re.M)
-        assert found or labels, f"{url}/metrics has no {name}"  # a renamed gauge must not read as idle
-        return sum(float(v) for v in found)
-
-    return {"running": value("tiergate_worker_num_requests_running"),
-            "waiting": value("tiergate_worker_num_requests_waiting"),
-            "kv": value("tiergate_worker_kv_cache_usage_ratio"),
-            "aborts": value("tiergate_worker_requests_total", 'finish_reason="abort"')}
+    page = scrape(url, timeout_s=5)  # the gauges have no default: a renamed one must not read as idle
+    return {"running": metric(page, "tiergate_worker_num_requests_running"),
+            "waiting": metric(page, "tiergate_worker_num_requests_waiting"),
+            "kv": metric(page, "tiergate_worker_kv_cache_usage_ratio"),
+            "aborts": metric(page, "tiergate_worker_requests_total", default=0.0, finish_reason="abort")}
 
 
 def _live_workers(stack) -> list[str]:
@@ -166,8 +160,7 @@ def _streamed(client, i, started: queue.Queue):
 
 
 def _retries(stack) -> float:
-    return sum(float(v) for v in re.findall(r"^tiergate_retries_total\{[^}]*\} (\S+)$", _get(stack.url + "/metrics"),
-                                            re.M))
+    return metric(scrape(stack.url, timeout_s=5), "tiergate_retries_total", default=0.0)
 
 
 def test_worker_killed_under_mixed_load(stack):

@@ -32,6 +32,7 @@ def test_quality_target_is_met_at_lower_cost_than_top_tier(sample):
     assert got["mean_cost_usd"] * len(labels) < top
 
 
+@pytest.mark.slow
 def test_accuracy_target_keeps_the_under_routing_bound_and_beats_fixed_points(sample):
     probs, labels, costs = sample
     th = calibration.for_accuracy(probs, labels, max_under_routing=0.02)

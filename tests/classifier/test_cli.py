@@ -3,7 +3,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from classifier.dataset import PACKAGED_DATA_DIR
+
+pytestmark = pytest.mark.live  # runs `python -m classifier`
 
 
 def _cli(*args, check=True):

@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import onnxruntime as ort
+import pytest
+
+pytestmark = pytest.mark.live  # exports from processes of its own, side by side
 
 ROOT = Path(__file__).parents[2]
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from classifier import features
-from classifier.features import _code_chars, _cue_counts
+from classifier.features import code_chars, cue_counts
 from classifier.textnorm import normalize_text, split_request
 
 
@@ -49,10 +49,10 @@ EDGE_CASES = [
 
 def _check_counts(task: str) -> None:
     scan = normalize_text(task)
-    assert _cue_counts(scan) == _reference(scan), scan[:200]
+    assert cue_counts(scan) == _reference(scan), scan[:200]
     assert features._REQUESTED.findall(scan) == REQUESTED.findall(scan)
     assert len(features._MATH_CHARS.findall(scan)) == len(MATH_CHARS.findall(scan))
-    assert _code_chars(task) == len(CODE_CHARS.findall(task))
+    assert code_chars(task) == len(CODE_CHARS.findall(task))
 
 
 def _reference(scan: str) -> list[int]:
@@ -66,7 +66,7 @@ def test_cue_names_and_order_are_unchanged():
 @pytest.mark.parametrize("text", EDGE_CASES)
 def test_edge_cases_count_like_the_regexes(text):
     _check_counts(text)
-    assert _cue_counts(text) == _reference(text)  # also on raw (non-ASCII, mixed-case) text
+    assert cue_counts(text) == _reference(text)  # also on raw (non-ASCII, mixed-case) text
 
 
 def test_corpus_counts_like_the_regexes(splits):

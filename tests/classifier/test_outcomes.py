@@ -29,6 +29,7 @@ def test_label_is_the_cheapest_level_known_to_be_enough(levels, label):
     assert label_for(levels) == label
 
 
+@pytest.mark.live  # runs `python -m classifier`
 def test_bad_outcome_lines_are_rejected(tmp_path):
     bad = _write(tmp_path / "bad.jsonl", [{"prompt": "hi", "outcomes": {"5": True}}])
     with pytest.raises(ValueError, match="tier levels"):
@@ -38,6 +39,7 @@ def test_bad_outcome_lines_are_rejected(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
 
 
+@pytest.mark.live  # runs `python -m classifier`
 def test_train_on_outcomes_moves_the_router(tmp_path, splits):
     data = tmp_path / "data"
     data.mkdir()

@@ -7,6 +7,8 @@ from classifier.export import to_onnx
 from classifier.features import FEATURE_NAMES, extract_many
 from classifier.training import fit
 
+pytestmark = pytest.mark.slow  # trains the classifier once
+
 MULTILINGUAL = ["Привет! Как дела?", "请设计一个分布式消息队列", "Explique-moi la photosynthèse, s'il te plaît",
                 "café  CAFÉ  cafe\u0301", "∑ x² ≤ ∞ — proof?", "اشرح بالتفصيل", "नमस्ते", "   spaces\n\tand\ttabs  "]
 

@@ -70,10 +70,10 @@ def test_model_trained_on_other_vectors_is_refused(shipped, tmp_path):
 @pytest.mark.parametrize("text", ["".join(map(chr, range(0x3000))), "youtube, (youtube) youtube!! __init__ x+y=3",
                                   "a\u00a0b\u2003c\x1cd\x85e\u200bf", "don't!!! (ok) don't!!! (ok)"])
 def test_chunk_cache_gives_the_ids_of_its_pieces(vectors, text):
-    """Cached whitespace chunks give the ids the pieces (_PIECES) give one by one, first call and later."""
-    from classifier.static_vectors import HEAD_CHARS, TAIL_CHARS, _PIECES
+    """Cached whitespace chunks give the ids the pieces (PIECES) give one by one, first call and later."""
+    from classifier.static_vectors import HEAD_CHARS, PIECES, TAIL_CHARS
     from classifier.textnorm import clip
-    expected = [i for piece in _PIECES.findall(clip(text, HEAD_CHARS, TAIL_CHARS).lower())
+    expected = [i for piece in PIECES.findall(clip(text, HEAD_CHARS, TAIL_CHARS).lower())
                 for i in vectors._tok.encode(piece, add_special_tokens=False).ids if vectors._known[i]]
     assert vectors.token_ids(text) == expected
     assert vectors.token_ids(text) == expected

@@ -1,2 +1,9 @@
-"""Console tests route with the gateway tests' deterministic prompt-length classifier."""
-from tests.gateway.conftest import default_classifier  # noqa: F401  (a fixture, used by name)
+"""Console tests route with the deterministic prompt-length classifier, as the gateway tests do."""
+import pytest
+
+from gateway.classify import PromptLengthClassifier
+
+
+@pytest.fixture
+def default_classifier():
+    return PromptLengthClassifier()

@@ -15,10 +15,10 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.console import promtext
 from policies.keys import hash_key
 from tests.gateway.e2e_stack import Stack, tier
 from tests.support import wait_until
+from tests.support.metrics import metric, scrape
 
 ADMIN, TENANT_KEY = "sk-browser-admin", "sk-browser-acme"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -71,10 +71,6 @@ def _fetch(url: str, body: dict | None = None, key: str | None = None) -> str:
         return response.read().decode()
 
 
-def _metrics(url: str) -> dict:
-    return promtext.samples(_fetch(url + "/metrics"))
-
-
 def _judged(url: str) -> int:
     summary = json.loads(_fetch(url + "/v1/quality", key=ADMIN))
     return sum(t["recent"]["samples"] for t in summary["tiers"].values())
@@ -93,7 +89,7 @@ def test_console_views_show_the_gateways_own_numbers(stack):
     from playwright.sync_api import sync_playwright
 
     served = _send_mixed_traffic(stack.url)
-    small = int(promtext.by_label(_metrics(stack.url), "tiergate_routed_requests_total", "tier")["small"])
+    small = int(metric(scrape(stack.url), "tiergate_routed_requests_total", default=0.0, tier="small"))
     assert small >= 1  # "small" was asked for by name once
     wait_until(lambda: _judged(stack.url) == small, timeout_s=120)  # every small answer re-asked and judged
     OUTPUT.mkdir(parents=True, exist_ok=True)
@@ -117,14 +113,14 @@ def test_console_views_show_the_gateways_own_numbers(stack):
             mix = {row[0]: row for row in page.eval_on_selector_all(
                 "#tier-mix tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")}
             page.screenshot(path=str(OUTPUT / "overview.png"), full_page=True)
-            found = _metrics(stack.url)
-            spend = promtext.total(found, "tiergate_cost_usd_total")
-            assert shown["requests"] == str(int(promtext.total(found, "tiergate_requests_total")))
+            found = scrape(stack.url, timeout_s=30)
+            spend = metric(found, "tiergate_cost_usd_total")
+            assert shown["requests"] == str(int(metric(found, "tiergate_requests_total")))
             assert shown["spend"] == f"{spend:.6f}" and spend > 0
-            assert shown["saved"] == f"{promtext.total(found, 'tiergate_cost_saved_usd_total'):.6f}"
-            assert shown["tokens"] == str(int(promtext.total(found, "tiergate_tokens_total")))
-            by_tier = promtext.by_label(found, "tiergate_routed_requests_total", "tier")
-            assert {t: int(row[1]) for t, row in mix.items()} == {t: int(by_tier[t]) for t in ("small", "large")}
+            assert shown["saved"] == f"{metric(found, 'tiergate_cost_saved_usd_total', default=0.0):.6f}"
+            assert shown["tokens"] == str(int(metric(found, "tiergate_tokens_total")))
+            routed = {t: int(metric(found, "tiergate_routed_requests_total", default=0.0, tier=t)) for t in mix}
+            assert set(mix) == {"small", "large"} and {t: int(row[1]) for t, row in mix.items()} == routed
             assert sum(int(row[1]) for row in mix.values()) == served
             usage = json.loads(_fetch(stack.url + "/v1/usage?days=1", key=ADMIN))
             ledger = sum(day["spend_micro_usd"] for entry in usage["data"] for day in entry["days"]) / 1e6

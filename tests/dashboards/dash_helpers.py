@@ -1,16 +1,16 @@
 """Shared by the dashboard tests: the dashboard files, /metrics parsing, a real Prometheus."""
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support import stop_processes, wait_for
 
 ROOT = Path(__file__).parents[2]
 
@@ -32,10 +32,6 @@ def exposed_names(text: str) -> set[str]:
         names.update(sample.name for sample in family.samples)
         names.update(family.name + suffix for suffix in _DERIVED.get(family.type, ("",)))
     return names
-
-
-def samples(text: str, name: str) -> list[tuple[dict, float]]:
-    return [(s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
 
 
 def substitute(expr: str, range_s: int) -> str:
@@ -74,18 +70,16 @@ class Prometheus:
         return body["data"]["result"]
 
     async def wait_ready(self, session: aiohttp.ClientSession, timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        async def ready() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}")
             try:
                 async with session.get(self.url + "/-/ready") as response:
-                    if response.status == 200:
-                        return
+                    return response.status == 200
             except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-        raise RuntimeError("prometheus did not become ready")
+                return False
+
+        await wait_for(ready, timeout_s, 0.2, what="prometheus ready")
 
     async def last_scrape(self, session: aiohttp.ClientSession, job: str) -> float:
         """When the job's target was last scraped successfully (0: not yet)."""
@@ -94,10 +88,4 @@ class Prometheus:
         return float(result[0]["value"][1]) if result else 0.0
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_processes([self.proc])

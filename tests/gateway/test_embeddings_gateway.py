@@ -3,24 +3,18 @@
 The chat tier points at a dead port here: embeddings must not depend on it."""
 from __future__ import annotations
 
-import urllib.request
-
 import numpy as np
 import openai
 import pytest
 
 from tests.gateway.dropin_stack import module_stack
+from tests.support.metrics import metric, scrape
 
 stack = module_stack("emb", chat=False)
 
 
-def _metric(stack, name: str, **labels) -> float:
-    text = urllib.request.urlopen(stack.url + "/metrics", timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+def _tokens_in(stack) -> float:
+    return metric(scrape(stack.url), "tiergate_tokens_total", default=0.0, tenant="beta", tier="minilm", direction="in")
 
 
 def test_sdk_embeddings_default_base64_and_float(stack):
@@ -35,7 +29,7 @@ def test_sdk_embeddings_default_base64_and_float(stack):
 
 def test_one_usage_record_per_request_and_metrics(stack):
     before_records = len(stack.usage_records())
-    before_tokens = _metric(stack, "tiergate_tokens_total", tenant="beta", tier="minilm", direction="in")
+    before_tokens = _tokens_in(stack)
     with stack.openai("beta") as client:
         raw = client.embeddings.with_raw_response.create(model="minilm", input=["one", "two", "three"])
         out = raw.parse()
@@ -46,7 +40,7 @@ def test_one_usage_record_per_request_and_metrics(stack):
     assert (mine.tenant, mine.tier, mine.prompt_tokens, mine.completion_tokens) == \
         ("beta", "minilm", out.usage.prompt_tokens, 0)
     assert mine.cost_micro >= 1
-    after = _metric(stack, "tiergate_tokens_total", tenant="beta", tier="minilm", direction="in")
+    after = _tokens_in(stack)
     assert after - before_tokens == out.usage.prompt_tokens
 
 

@@ -6,9 +6,9 @@ import asyncio
 import openai
 import pytest
 
-from gateway.metrics import METRICS
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import free_port, wait_for
+from tests.support.metrics import in_process_page, metric
 
 
 def _closed_port_url() -> str:
@@ -19,11 +19,11 @@ def _client(gw) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0, timeout=10)
 
 
-def _metric(metric, *labels) -> float:
-    return metric.labels(*labels)._value.get()
-
-
 HI = [{"role": "user", "content": "hi"}]
+
+
+def _escalations() -> float:
+    return metric(in_process_page(), "tiergate_escalations_total", default=0.0, from_tier="small", to_tier="large")
 
 
 async def test_5xx_and_refused_connections_retry_on_another_worker(fakes, gateway, redis_prefix):
@@ -31,24 +31,24 @@ async def test_5xx_and_refused_connections_retry_on_another_worker(fakes, gatewa
     bad.fail_status = 502
     gw = await gateway(base_config([tier("t", 1, [bad_url, _closed_port_url(), good_url])], redis_prefix,
                                    failover={"max_attempts": 3, "escalate": False}))
-    retries = _metric(METRICS.retries, "t")
+    retries = metric(in_process_page(), "tiergate_retries_total", default=0.0, tier="t")
     async with _client(gw) as client:
         for _ in range(4):
             raw = await client.chat.completions.with_raw_response.create(model="t", messages=HI)
             assert raw.parse().choices[0].message.content
     assert good.served == 4 and bad.served == 0
-    assert _metric(METRICS.retries, "t") > retries
+    assert metric(in_process_page(), "tiergate_retries_total", default=0.0, tier="t") > retries
 
 
 async def test_escalates_to_next_tier_when_a_tier_cannot_answer(fakes, gateway, redis_prefix):
     (bad, bad_url), (good, good_url) = await fakes(2)
     bad.fail_status = 500
     gw = await gateway(base_config([tier("small", 1, [bad_url]), tier("large", 2, [good_url])], redis_prefix))
-    before = _metric(METRICS.escalations, "small", "large")
+    before = _escalations()
     async with _client(gw) as client:
         raw = await client.chat.completions.with_raw_response.create(model="small", messages=HI)
     assert raw.headers["x-tiergate-tier"] == "large" and raw.headers["x-tiergate-model"] == "model-large"
-    assert _metric(METRICS.escalations, "small", "large") == before + 1
+    assert _escalations() == before + 1
 
 
 async def test_without_escalation_exhausted_attempts_give_503_openai_error(fakes, gateway, redis_prefix):

@@ -6,14 +6,11 @@ import re
 import openai
 
 from tests.gateway.gw_helpers import base_config, tier
+from tests.support.metrics import metric
 
 
-def _value(text: str, name: str, **labels) -> float:
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+def _value(page: str, name: str, **labels) -> float:
+    return metric(page, name, default=0.0, **labels)  # "before" pages have no samples yet
 
 
 async def test_metrics_account_tokens_cost_and_latency(fakes, gateway, redis_prefix, http):

@@ -2,24 +2,26 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.gateway.gw_helpers import base_config, tier
 from launcher import commands
 from launcher.group import clean_env
 from tests.support import free_port, wait_for
+from tests.support.metrics import metric
+
+pytestmark = pytest.mark.live  # gateway processes
 
 ROOT = Path(__file__).parents[2]
 
 
-def _requests_total(metrics_text: str) -> float:
-    return sum(float(m) for m in re.findall(r'^tiergate_requests_total\{[^}]*tier="small"[^}]*\} (\S+)$',
-                                            metrics_text, re.M))
+def _requests_total(page: str) -> float:
+    return metric(page, "tiergate_requests_total", default=0.0, tier="small")
 
 
 async def test_two_processes_share_port_metrics_and_reload_on_sighup(fakes, redis_prefix, tmp_path, http):

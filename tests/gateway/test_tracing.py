@@ -65,6 +65,7 @@ async def _ask(client, model: str, flags: str):
     return raw, trace_id, client_span
 
 
+@pytest.mark.live  # a worker and a gateway process
 async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_path, sink, fakes):
     receiver, url = sink
     (failing, failing_url), = await fakes(1)

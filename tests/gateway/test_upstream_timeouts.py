@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from tests.gateway.gw_helpers import base_config, tier
+from tests.support import wait_for
 
 READ_S = 1.0
 BOUND_S = 10 * READ_S  # generous: a loaded 2-core machine, but far below "hangs"
@@ -79,6 +80,7 @@ def _assert_openai_5xx(status, raw):
     return error
 
 
+@pytest.mark.slow  # waits out its timeouts
 async def test_whole_and_streamed_requests_to_a_black_hole_end_with_an_error(black_hole, gateway, redis_prefix,
                                                                              http):
     hole, url = black_hole
@@ -109,19 +111,17 @@ async def test_a_stream_that_stalls_midway_is_cut_with_an_error_event(fakes, gat
 async def test_health_check_marks_a_black_hole_down_within_its_timeout(black_hole, gateway, redis_prefix, http):
     hole, url = black_hole
     gw = await gateway(_config([tier("only", 1, [url])], redis_prefix, health_timeout_s=0.5))
-    started = time.monotonic()
-    while time.monotonic() - started < BOUND_S:
+    async def marked_down() -> bool:
         async with http.get(gw.url + "/health") as r:
-            if not (await r.json())["backends"][url]["healthy"]:
-                break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the black hole was never marked down")
+            return not (await r.json())["backends"][url]["healthy"]
+
+    await wait_for(marked_down, BOUND_S, what="the black hole marked down")
     assert hole.saw("GET /health") >= 1
     status, raw, _, took = await _timed_post(http, gw.url + "/v1/completions", {"model": "only", "prompt": "x"})
     assert _assert_openai_5xx(status, raw)["code"] == "upstream_unavailable" and took < READ_S  # not even tried
 
 
+@pytest.mark.slow  # waits out its timeouts
 async def test_quality_judge_call_to_a_black_hole_times_out(black_hole, fakes, gateway, redis_prefix, http):
     hole, top_url = black_hole
     ((small, small_url),) = await fakes(1)
@@ -132,8 +132,6 @@ async def test_quality_judge_call_to_a_black_hole_times_out(black_hole, fakes, g
         "model": "small", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
     assert status == 200  # the client is answered at once; the judge call runs in the background
     monitor = gw.state.quality
-    started = time.monotonic()
-    while monitor.counts["error"] == 0 and time.monotonic() - started < BOUND_S:
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: monitor.counts["error"] > 0, BOUND_S, what="the judge call timed out")
     assert monitor.counts == dict(monitor.counts, sampled=1, error=1, passed=0, failed=0)
     assert hole.saw("POST /v1/chat/completions") == 1  # the re-ask reached the top tier and was abandoned

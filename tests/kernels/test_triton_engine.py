@@ -6,15 +6,18 @@ cached context, prefix-cache hits, decodes) reaches the kernels through the atte
 interface, on a model with grouped-query attention, sliding-window layers and softcap."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from backends.engine.config import EngineConfig
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.sequence import SamplingParams
 from tests.backends.models import hf_greedy, tiny_gemma2, tiny_llama
-from tests.backends.test_engine_equivalence import random_prompts
+from tests.support.prompts import random_prompts
 from kernels.triton_paged_attention import triton_paged_attention
 from tests.kernels.device import DEVICE
+
+pytestmark = pytest.mark.slow  # the engine end to end in Triton's interpreter
 
 
 def test_engine_on_triton_kernels_matches_hf_greedy():

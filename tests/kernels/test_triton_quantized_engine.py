@@ -13,8 +13,10 @@ from backends.engine.quantize import Int4Linear, Int8Linear, default_kernel, qua
 from backends.engine.sequence import SamplingParams
 from kernels.quantized_linear import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
 from tests.backends.models import hf_greedy, tiny_llama
-from tests.backends.test_engine_equivalence import random_prompts
+from tests.support.prompts import random_prompts
 from tests.kernels.device import DEVICE
+
+pytestmark = pytest.mark.slow  # the engine end to end in Triton's interpreter
 
 
 def dequantised_reference(reference: nn.Module, method: str, group_size: int) -> None:

@@ -82,7 +82,7 @@ def test_int4_refuses_inputs_that_do_not_fit_the_weights():
         triton_int4_linear(torch.randn(1, 96).to(DEVICE), pack_int4_along_k(codes).to(DEVICE), sz.to(DEVICE), 32)
 
 
-@pytest.mark.skipif(DEVICE.type != "cuda", reason="bf16/fp16 tensor-core path: the interpreter cannot run it")
+@pytest.mark.gpu  # the bf16/fp16 tensor-core path: Triton's interpreter cannot run it
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_activations_on_gpu(dtype):
     weight, x, b = _inputs(5, 128, 47, seed=7, bias=True)

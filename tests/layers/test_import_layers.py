@@ -1,87 +1,31 @@
-"""The import layers hold: every module's imports (parsed with ast, lazy ones included) point
-only along the allowed arrows. gateway -> classifier, policies, wire; backends -> kernels,
-wire; nothing ever back up. launcher may import anything, and only entry points import it."""
+"""The import layers hold: every module's imports (parsed with ast, lazy and relative ones
+included) point only along the allowed arrows (tests/layers/rules.py: ALLOWED). gateway ->
+classifier, policies, wire; backends -> kernels, wire; nothing ever back up. launcher may import
+anything, and only entry points import it. Rules inside packages: test_module_rules.py."""
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.layers.imports import all_imports, imports_in, packages
+from tests.layers.rules import ALLOWED, launcher_violations, layer_violations
+
 ROOT = Path(__file__).parents[2]
-# package -> our packages it may import (its own always allowed). webwire is the aiohttp binding
-# of wire (error responses, JSON bodies) that both HTTP servers, gateway and backends, share.
-# typedconfig is the config-field validator that gateway and policies share without importing each other.
-ALLOWED = {
-    "wire": set(),
-    "typedconfig": set(),
-    "kernels": set(),
-    "classifier": set(),
-    "policies": {"wire", "typedconfig"},
-    "webwire": {"wire"},
-    "gateway": {"classifier", "policies", "wire", "webwire", "typedconfig"},
-    "backends": {"kernels", "wire", "webwire"},
-    "dashboards": set(),
-    "measure": {"backends"},
-    "launcher": {"gateway", "backends", "classifier", "policies", "kernels", "wire", "webwire", "dashboards",
-                 "measure", "typedconfig"},
-    "benchmarks": {"gateway", "backends", "classifier", "policies", "kernels", "wire", "webwire", "dashboards",
-                   "measure", "launcher", "typedconfig"},
-    # tests never import benchmarks: shared helpers live in tests/support or launcher/
-    "tests": {"gateway", "backends", "classifier", "policies", "kernels", "wire", "webwire", "dashboards",
-              "measure", "launcher", "typedconfig"},
-}
-# Arrows that break the layers today and belong to work in progress elsewhere; each names why.
-KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
-
-
-def ours() -> set[str]:
-    return {p.parent.name for p in ROOT.glob("*/__init__.py")}
-
-
-def imports(path: Path) -> set[str]:
-    """Top-level names of the absolute imports in one module (relative ones stay in its package)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
-
-
-def arrows() -> list[tuple[str, str, str]]:
-    """(module path, its package, imported package of ours) for every cross-package import."""
-    packages, out = ours(), []
-    for package in sorted(packages):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for target in sorted(imports(path) & packages - {package}):
-                out.append((str(path.relative_to(ROOT)), package, target))
-    return out
 
 
 def test_every_package_has_a_rule():
-    assert ours() <= set(ALLOWED), f"give these packages a layer rule: {sorted(ours() - set(ALLOWED))}"
+    assert packages(ROOT) <= set(ALLOWED), f"give these packages a layer rule: {sorted(packages(ROOT) - set(ALLOWED))}"
 
 
 def test_imports_follow_the_layers():
-    bad = [f"{path}: {package} -> {target}" for path, package, target in arrows()
-           if target not in ALLOWED[package] and (path, target) not in KNOWN_EXCEPTIONS]
-    assert bad == [], "imports outside the allowed layers:\n" + "\n".join(bad)
+    bad = layer_violations(all_imports(ROOT), packages(ROOT))
+    assert bad == [], "imports outside the allowed layers:\n" + "\n".join(map(str, bad))
 
 
 def test_only_entry_points_import_the_launcher():
-    entry = {"launcher", "benchmarks", "tests"}
-    bad = [path for path, package, target in arrows()
-           if target == "launcher" and package not in entry and not path.endswith("__main__.py")]
-    assert bad == []
-
-
-def test_known_exceptions_are_still_needed():
-    """An exception that no longer happens is removed from the list, so the list stays true."""
-    gone = [(path, target) for path, target in KNOWN_EXCEPTIONS
-            if not (ROOT / path).exists() or target not in imports(ROOT / path)]
-    assert gone == []
+    bad = launcher_violations(all_imports(ROOT), packages(ROOT))
+    assert bad == [], "\n".join(map(str, bad))
 
 
 def test_wire_imports_no_web_framework():
@@ -94,7 +38,25 @@ def test_wire_imports_no_web_framework():
     assert out.stdout.strip() == "[]"
 
 
-def test_the_check_sees_a_violation(tmp_path):
-    module = tmp_path / "m.py"
-    module.write_text("import os\nfrom gateway.config import load_config\n\ndef f():\n    import backends.worker\n")
-    assert imports(module) == {"os", "gateway", "backends"}
+def test_the_check_reads_lazy_and_relative_imports(tmp_path):
+    (tmp_path / "gateway" / "console").mkdir(parents=True)
+    for init in ("gateway/__init__.py", "gateway/console/__init__.py"):
+        (tmp_path / init).write_text("")
+    module = tmp_path / "gateway" / "console" / "m.py"
+    module.write_text("import os\nfrom gateway.config import load_config\nfrom ..handlers import STATE\n"
+                      "from . import promtext\n\ndef f():\n    import backends.worker\n")
+    found = {(i.target, i.names) for i in imports_in(tmp_path, module)}
+    assert found == {("os", ()), ("gateway.config", ("load_config",)), ("gateway.handlers", ("STATE",)),
+                     ("gateway.console", ("promtext",)), ("backends.worker", ())}
+
+
+def test_the_check_rejects_an_arrow_against_the_layers(tmp_path):
+    for name in ("gateway", "backends", "launcher"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / "gateway" / "up.py").write_text("def f():\n    from backends.worker import main\n")
+    (tmp_path / "backends" / "start.py").write_text("import launcher.processes\n")
+    found, ours = all_imports(tmp_path), packages(tmp_path)
+    assert [(v.path, v.target) for v in layer_violations(found, ours)] == [
+        ("backends/start.py", "launcher.processes"), ("gateway/up.py", "backends.worker")]
+    assert [v.path for v in launcher_violations(found, ours)] == ["backends/start.py"]

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import yaml
 
 from measure import rss
 from measure.stats import drift, latency_windows
+from tests.support import Pending, wait_until
 
 ROOT = Path(__file__).parents[2]
 
@@ -50,9 +50,11 @@ def test_latency_windows_split_by_start_time_and_drift_compares_last_with_first(
 def test_process_tree_and_labels_come_from_proc():
     parent = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
-        deadline = time.monotonic() + 10
-        while len(pids := rss.tree(parent.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)  # polling until sh has forked both children
+        def forked() -> list[int] | Pending:
+            tree = rss.tree(parent.pid)
+            return tree if len(tree) >= 3 else Pending(tree)
+
+        pids = wait_until(forked, 10, 0.02, what="sh forking both children")
         assert pids[0] == parent.pid and len(pids) == 3
         assert [rss.describe(p)["label"] for p in pids[1:]] == ["sleep", "sleep"]
         assert all(rss.rss_kb(p) > 0 for p in pids)
@@ -63,6 +65,7 @@ def test_process_tree_and_labels_come_from_proc():
     assert rss.rss_kb(parent.pid) is None and rss.tree(parent.pid) == []
 
 
+@pytest.mark.live  # runs `python -m benchmarks.soak`
 def test_refuses_to_start_the_local_stack_on_taken_worker_ports(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -78,6 +81,7 @@ def test_refuses_to_start_the_local_stack_on_taken_worker_ports(tmp_path):
     assert f"[{port}]" in run.stderr and "already in use" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.live  # a whole stack
 def test_short_self_contained_soak_samples_every_process_and_stops_them():
     run = subprocess.run([sys.executable, "-m", "benchmarks.soak", "--self-contained", "--minutes", "0.3",
                           "--rate", "10", "--sample-s", "1", "--progress-s", "5"],

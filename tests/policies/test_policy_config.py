@@ -53,6 +53,7 @@ def test_example_config_loads():
     assert config.tenants["team-b"].policy.budgets.daily_hard == 5_000_000
 
 
+@pytest.mark.live  # runs `python -m policies`
 def test_hash_key_cli_prints_the_sha256_hex():
     out = subprocess.run([sys.executable, "-m", "policies", "hash-key", "sk-123"], capture_output=True,
                          text=True, check=True).stdout.strip()

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.live  # admits from processes of its own
+
 ROOT = Path(__file__).parents[2]
 
 

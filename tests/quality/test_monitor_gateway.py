@@ -10,6 +10,7 @@ import asyncio
 
 from tests.quality.quality_helpers import EASY, step_to_leave_tier_1, two_tier_config
 from tests.support import wait_for
+from tests.support.metrics import metric
 
 QUALITY = {"sampling_rate": 1.0, "window": 10, "min_samples": 5, "trigger": 0.3, "recover": 0.15,
            "step": step_to_leave_tier_1(), "max_steps": 1, "refresh_s": 0.2, "store_requests": True}
@@ -75,11 +76,11 @@ async def test_failing_tier_is_detected_shifted_away_and_restored(fakes, gateway
 
     async with http.get(gw.url + "/metrics") as r:
         text = await r.text()
-    assert _metric(text, "tiergate_quality_samples_total", tier="small", result="failed") >= 5
-    assert _metric(text, "tiergate_quality_samples_total", tier="small", result="passed") >= 5
-    assert _metric(text, "tiergate_quality_threshold_changes_total", tier="small", direction="raise") == 1
-    assert _metric(text, "tiergate_quality_adjustment_steps", tier="small") == 0
-    assert _metric(text, "tiergate_classifier_threshold", level="2") > 0.1
+    assert metric(text, "tiergate_quality_samples_total", tier="small", result="failed") >= 5
+    assert metric(text, "tiergate_quality_samples_total", tier="small", result="passed") >= 5
+    assert metric(text, "tiergate_quality_threshold_changes_total", tier="small", direction="raise") == 1
+    assert metric(text, "tiergate_quality_adjustment_steps", tier="small") == 0
+    assert metric(text, "tiergate_classifier_threshold", level="2") > 0.1
 
 
 async def test_streamed_answers_are_sampled_and_top_tier_never(fakes, gateway, redis_prefix, http):
@@ -120,10 +121,3 @@ async def _cap_gone(gw) -> bool:
 async def _sampled(http, gw, n: int):
     q = await _quality(http, gw)
     return q if q["tiers"]["small"]["recent"]["samples"] >= n else None
-
-
-def _metric(text: str, name: str, **labels) -> float:
-    for line in text.splitlines():
-        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name}{labels} not in /metrics")

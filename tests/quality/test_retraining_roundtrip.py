@@ -6,7 +6,7 @@ small tier capped at one token, so "Which continent is X in?" questions, which t
 model sends to the small tier, fail their samples. The controller is kept out of the way
 (trigger 1.0 can never be exceeded) so only the retrained model can change routing.
 Training uses 1/4 of the packaged training split and 1/2 of the validation split plus the
-feedback rows (~35 s on this machine instead of ~60 s on the full data).
+feedback rows, so it trains in about half the time the full data takes.
 """
 from __future__ import annotations
 
@@ -17,9 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from classifier.runtime import METADATA_FILE, MODEL_FILE, PACKAGED_MODEL_DIR
 from tests.quality.quality_helpers import two_tier_config
 from tests.support import wait_for
+
+pytestmark = pytest.mark.live  # runs `python -m classifier` to export, train and swap
 
 ROOT = Path(__file__).parents[2]
 SEEN = ["Chile", "Kenya", "Norway", "Peru", "Egypt", "Japan", "Canada", "Brazil", "Spain", "India", "Ghana",

@@ -61,11 +61,10 @@ def model_dir(name: str) -> Path:
 def load_tokenizer(path: Path):
     """The folder's tokenizer, built straight from tokenizer.json when there is one.
 
-    AutoTokenizer.from_pretrained re-registers every added token one by one, which for
-    Gemma 3 (262k vocabulary, thousands of added tokens) took ~3 s of a worker's start; the
-    direct build takes ~1.2 s, most of it parsing the 33 MB JSON, and encodes, decodes and
-    templates identically (tests/backends/test_tokenizer_loading.py). Folders without
-    tokenizer.json (e.g. sentencepiece only) go through AutoTokenizer."""
+    AutoTokenizer.from_pretrained re-registers every added token one by one, seconds of a
+    worker's start for Gemma 3's vocabulary (docs/engine-cpu.md); the direct build encodes,
+    decodes and templates identically (tests/backends/test_tokenizer_loading.py). Folders
+    without tokenizer.json (e.g. sentencepiece only) go through AutoTokenizer."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: only when a worker loads
 
     path = Path(path)
