@@ -37,7 +37,7 @@ DEFAULT_MAX_TOKENS = 1024
 
 def _model_defaults(engine: AsyncEngine) -> dict:
     try:
-        return read_generation_defaults(model_dir(engine.engine.config.model))
+        return read_generation_defaults(model_dir(engine.core.config.model))
     except KeyError:  # a model handed in directly (tests): no generation config on disk
         return {}
 
@@ -50,7 +50,7 @@ class WorkerAPI:
         self.default_max_tokens = default_max_tokens
         self.generation_defaults = {**_model_defaults(engine), **(generation_overrides or {})}
         # the ids both the tokenizer and the model's logits know: the bound on ids a request names
-        self.vocab_size = min(len(engine.tokenizer), engine.engine.model.config.get_text_config().vocab_size)
+        self.vocab_size = min(len(engine.tokenizer), engine.core.model.config.get_text_config().vocab_size)
         self.metrics = WorkerMetrics(engine, model_name)
         self.started = int(time.time())
 
@@ -68,7 +68,7 @@ class WorkerAPI:
         has_chat = bool(getattr(self.engine.tokenizer, "chat_template", None))
         card = {"id": self.model_name, "object": "model", "created": self.started, "owned_by": "tiergate",
                 "capabilities": {"tools": has_chat, "structured_outputs": True, "logprobs": True, "n": True,
-                                 "embeddings": False, "max_context_tokens": self.engine.engine.max_model_len,
+                                 "embeddings": False, "max_context_tokens": self.engine.core.max_model_len,
                                  "vocab_size": self.vocab_size},
                 "generation_defaults": self.generation_defaults}
         return web.json_response({"object": "list", "data": [card]})
@@ -113,10 +113,10 @@ class WorkerAPI:
             raise bad_request(f"cannot compile the requested format: {exc}", param=_format_param(params)) from None
 
     def _max_tokens(self, params: GenerationParams, num_prompt_tokens: int) -> int:
-        room = self.engine.engine.max_model_len - num_prompt_tokens
+        room = self.engine.core.max_model_len - num_prompt_tokens
         if room <= 0:
             raise bad_request(f"prompt of {num_prompt_tokens} tokens exceeds the context window of "
-                              f"{self.engine.engine.max_model_len} tokens", param="messages", code="context_length_exceeded")
+                              f"{self.engine.core.max_model_len} tokens", param="messages", code="context_length_exceeded")
         default = self.generation_defaults.get("max_tokens", self.default_max_tokens)
         return params.max_tokens or min(default, room)
 
@@ -165,15 +165,15 @@ class WorkerAPI:
                 "total_tokens": first.num_prompt_tokens + completion,
                 "prompt_tokens_details": {"cached_tokens": first.num_cached_tokens}}
 
-    def _finish(self, timer: RequestTimer, choices: list[Choice]) -> None:
+    def _record_end(self, timer: RequestTimer, choices: list[Choice]) -> None:
         usage = self._usage(choices)
-        timer.finish(usage["prompt_tokens"], usage["completion_tokens"], choices[0].finish_reason)
+        timer.record_end(usage["prompt_tokens"], usage["completion_tokens"], choices[0].finish_reason)
 
     async def _whole(self, request, opened, choices: list[Choice], params, chat: bool, timer):
         async for index, delta in merged(opened):
             timer.token()
             choices[index].add(delta)
-        self._finish(timer, choices)
+        self._record_end(timer, choices)
         body = self._envelope(("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex, chat, False)
         return web.json_response({**body, "choices": [c.whole() for c in choices], "usage": self._usage(choices)})
 
@@ -190,7 +190,7 @@ class WorkerAPI:
             choice = choices[index].chunk(delta)
             if choice is not None:
                 await response.write(sse.event({**envelope, "choices": [choice]}))
-        self._finish(timer, choices)
+        self._record_end(timer, choices)
         if params.include_usage:
             await response.write(sse.event({**envelope, "choices": [], "usage": self._usage(choices)}))
         await response.write(sse.DONE)

@@ -18,7 +18,7 @@ class EngineCollector:
         self.model = model_name
 
     def collect(self):
-        core = self.engine.engine
+        core = self.engine.core
         blocks = core.block_manager
         labels = ["model"]
         for name, doc, value, family in (

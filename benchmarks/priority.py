@@ -96,6 +96,7 @@ def summary(args, alone: dict, beside: dict, batch_alone: dict, batch_beside: di
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="config/tiergate.yaml", help="the stack's config (as `make run`)")
+    p.add_argument("--url", help="a stack already running on --config (a `make run`) instead of starting one")
     p.add_argument("--tier", default="medium", help="the tier both kinds of traffic are pinned to")
     p.add_argument("--key", default=os.environ.get("TIERGATE_API_KEY", "unused"),
                    help="tenant API key (default $TIERGATE_API_KEY; the default config is an open policy)")
@@ -110,12 +111,13 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    stack = LocalStack(args.config)
-    gateway = stack.start()
+    stack = None if args.url else LocalStack(args.config)
+    gateway = args.url.rstrip("/") if args.url else stack.start()
     try:
         result = asyncio.run(run(args, gateway))
     finally:
-        stack.stop()
+        if stack is not None:
+            stack.stop()
     print(json.dumps(result, separators=(",", ":")))
 
 

@@ -68,7 +68,7 @@ def fit_cost(model: str, threads: int, repeats: int = 7) -> tuple[float, float, 
             rows.append((1, width, len(prompt)))
             times.append(statistics.median(samples))
         for seq in seqs:
-            engine.finish(seq, "abort")
+            engine.complete(seq, "abort")
     solution, *_ = np.linalg.lstsq(np.array(rows, dtype=float), np.array(times), rcond=None)
     return tuple(round(float(x), 5) for x in solution)
 
@@ -141,7 +141,7 @@ class Sim:
         if not batch and seq.num_output_tokens == 1:
             self.ttfts.append(self.now - self.arrival[seq.seq_id])
         if seq.is_finished:
-            self.scheduler.finish(seq)
+            self.scheduler.release(seq)
             if batch:
                 self._add(BATCH, self.args.batch_max_tokens, self.now)  # the lane's next request
 

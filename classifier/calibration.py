@@ -14,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from .decision import cumulative, decide_many
+from .decision import cumulative, levels_from_probs
 from .metrics import macro_f1, under_routing_rate
 
 # denser at the low end, where thresholds for high quality live
@@ -38,7 +38,7 @@ def for_quality(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, qualit
     best, best_key = None, None
     for start in range(0, len(combos), _CHUNK):
         th = combos[start:start + _CHUNK]
-        routed = decide_many(probs, th)  # [T,N]
+        routed = levels_from_probs(probs, th)  # [T,N]
         qual = np.mean(routed >= labels[None, :], axis=1)
         under = np.mean(routed[:, hard] == 1, axis=1) if np.any(hard) else np.zeros(len(th))
         cost = np.take_along_axis(np.broadcast_to(costs, (len(th),) + costs.shape),
@@ -60,7 +60,7 @@ def for_accuracy(probs: np.ndarray, labels: np.ndarray, max_under_routing: float
     hard = labels >= 3
     best, best_key = None, None
     for th in itertools.product(GRID, GRID, GRID):
-        routed = decide_many(probs, np.array(th))
+        routed = levels_from_probs(probs, np.array(th))
         under = float(np.mean(routed[hard] == 1)) if np.any(hard) else 0.0
         key = (0, -macro_f1(labels, routed)) if under <= max_under_routing else (1, under)
         if best_key is None or key < best_key:
@@ -85,7 +85,7 @@ def for_cost(probs: np.ndarray, costs: np.ndarray, cost_per_request: float) -> d
     lo, hi = 0.0, 1.0
     for _ in range(40):
         mid = (lo + hi) / 2
-        routed = decide_many(probs, np.full(3, mid))
+        routed = levels_from_probs(probs, np.full(3, mid))
         mean_cost = costs[np.arange(len(routed)), routed - 1].mean()
         lo, hi = (lo, mid) if mean_cost <= cost_per_request else (mid, hi)
     # round up: a higher threshold never costs more, so the target still holds after rounding
@@ -94,7 +94,7 @@ def for_cost(probs: np.ndarray, costs: np.ndarray, cost_per_request: float) -> d
 
 def report(probs: np.ndarray, labels: np.ndarray | None, costs: np.ndarray, thresholds: dict[int, float]) -> dict:
     """What the thresholds do on the sample: per-tier share, mean cost, quality if labelled."""
-    routed = decide_many(probs, np.array([thresholds[k] for k in (2, 3, 4)]))
+    routed = levels_from_probs(probs, np.array([thresholds[k] for k in (2, 3, 4)]))
     out = {"share_per_tier": {str(t): round(float(np.mean(routed == t)), 4) for t in (1, 2, 3, 4)},
            "mean_cost_usd": float(costs[np.arange(len(routed)), routed - 1].mean())}
     if labels is not None:

@@ -18,7 +18,7 @@ def cumulative(probs: np.ndarray) -> np.ndarray:
     return np.cumsum(probs[:, ::-1], axis=1)[:, ::-1][:, 1:]
 
 
-def decide_many(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+def levels_from_probs(probs: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Vectorised decision; `thresholds` is [3] (tiers 2..4) or [T,3] for a sweep -> [T,N]."""
     cum = cumulative(probs)
     th = np.asarray(thresholds, dtype=np.float64)
@@ -49,7 +49,7 @@ def shifted(thresholds: dict[int, float], shift: dict[int, float] | None) -> np.
     return np.asarray(shifted_values(thresholds, shift))
 
 
-def decide(probs, thresholds: dict[int, float], threshold_shift: dict[int, float] | None = None,
+def level_from_probs(probs, thresholds: dict[int, float], threshold_shift: dict[int, float] | None = None,
            bias: int = 0) -> int:
     """One request's tier; `bias` moves the result up (+) or down (-) and is clamped to 1..4.
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .decision import decide_many
+from .decision import levels_from_probs
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "tiergate.yaml"
 OUTPUT_TOKENS = {1: 60, 2: 300, 3: 700, 4: 1500}
@@ -62,7 +62,7 @@ def outcome(routed: np.ndarray, labels: np.ndarray, costs: np.ndarray) -> tuple[
 
 def sweep_curve(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray) -> list[tuple[float, float]]:
     """(cost, quality) for one common threshold on P(tier >= k), swept over [0, 1]."""
-    routed = decide_many(probs, np.repeat(SWEEP[:, None], 3, axis=1))
+    routed = levels_from_probs(probs, np.repeat(SWEEP[:, None], 3, axis=1))
     return [outcome(r, labels, costs) for r in routed]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import economics as econ
-from .decision import decide_many
+from .decision import levels_from_probs
 from .features import extract_many
 from .metrics import summary, under_routing_rate
 from .runtime import ComplexityClassifier
@@ -25,7 +25,7 @@ def evaluate_rows(clf: ComplexityClassifier, rows: list[dict], prices, probs: np
     result = summary(labels, np.argmax(probs, axis=1) + 1)
     costs = econ.cost_matrix(rows, prices, labels)
     top_cost, _ = econ.outcome(np.full(len(rows), 4), labels, costs)
-    routed = decide_many(probs, np.array([clf.thresholds[k] for k in (2, 3, 4)]))
+    routed = levels_from_probs(probs, np.array([clf.thresholds[k] for k in (2, 3, 4)]))
     cost, quality = econ.outcome(routed, labels, costs)
     curve = econ.sweep_curve(probs, labels, costs)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .decision import DEFAULT_THRESHOLDS, decide, decide_many, shifted, shifted_values
+from .decision import DEFAULT_THRESHOLDS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import extract
 from .static_vectors import vectors_digest
 
@@ -66,7 +66,7 @@ class ComplexityClassifier:
                 threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
         text, numeric = extract(messages, prompt)
         probs = self.probabilities([text], numeric[None, :])[0]
-        return Prediction(self.decide(probs, threshold_shift, bias), [float(p) for p in probs],
+        return Prediction(self.level_from_probs(probs, threshold_shift, bias), [float(p) for p in probs],
                           self._effective(threshold_shift))
 
     def predict_many(self, requests: list[dict], threshold_shift: dict[int, float] | None = None) -> list[Prediction]:
@@ -75,11 +75,11 @@ class ComplexityClassifier:
             return []
         extracted = [extract(r.get("messages"), r.get("prompt")) for r in requests]
         probs = self.probabilities([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
-        tiers = decide_many(probs, shifted(self.thresholds, threshold_shift))
+        tiers = levels_from_probs(probs, shifted(self.thresholds, threshold_shift))
         used = self._effective(threshold_shift)
         return [Prediction(int(t), [float(x) for x in p], used) for t, p in zip(tiers, probs)]
 
-    def decide(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:
+    def level_from_probs(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:
         """Tier for given probabilities under shifted thresholds.
 
         `threshold_shift[k]` (k = 2..4) is added to the threshold on P(tier >= k): a negative
@@ -87,7 +87,7 @@ class ComplexityClassifier:
         the quality monitor lowers the threshold of tier t+1, e.g. {t + 1: -0.1}.
         `bias` then moves the decided tier up or down, clamped to 1..4.
         """
-        return decide(probs, self.thresholds, threshold_shift, bias)
+        return level_from_probs(probs, self.thresholds, threshold_shift, bias)
 
     def _effective(self, threshold_shift: dict[int, float] | None) -> dict[int, float]:
         return dict(zip((2, 3, 4), shifted_values(self.thresholds, threshold_shift)))

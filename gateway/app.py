@@ -5,11 +5,13 @@ from aiohttp import web
 
 from webwire.errors import REQUEST_ID, error_middleware
 
-from . import dropin, handlers
+from wire.errors import OpenAIError
+
+from . import dropin, explain, handlers
+from .context import CTX, MODEL, OVERHEAD, STATE, TIER, RequestContext, credentials
 from .batches import api as batches_api
 from .console import routes as console
-from .context import RequestContext
-from .handlers import CTX, STATE
+from .handlers import TENANT
 from .metrics import METRICS
 from .openapi import openapi_endpoint
 from .quality import api as quality_api
@@ -22,17 +24,31 @@ BODY_LIMIT_CEILING = 64 << 20  # aiohttp's own cap; the configured (reloadable) 
 
 @web.middleware
 async def tiergate_headers(request: web.Request, handler):
-    """x-request-id and x-tiergate-* on every answer, and the per-request metric."""
-    ctx = RequestContext(request.headers.get("x-request-id"))
+    """x-request-id and x-tiergate-* on every answer, and the per-request metric read from the
+    answer: its headers say where it was served, and a served answer names its tenant."""
+    ctx = RequestContext.begin(request.headers.get("x-request-id"))
     request[CTX] = ctx
     request[REQUEST_ID] = ctx.request_id  # what a 500's body names
     response = await handler(request)
-    if not response.prepared:  # streamed answers set these themselves before the first byte
-        response.headers.update(ctx.headers())
+    headers = response.headers
+    if not response.prepared:  # answers that reached no worker; streams sent theirs at the start
+        for name, value in ctx.headers().items():
+            headers.setdefault(name, value)
     if request.path not in _UNMETERED and not request.path.startswith("/console"):
-        METRICS.requests.labels(ctx.tenant, ctx.tier, ctx.model, str(response.status)).inc()
-        METRICS.overhead.labels(ctx.tier).observe(ctx.overhead_ms() / 1000.0)
+        tier = headers.get(TIER, "none")
+        METRICS.requests.labels(response.get(TENANT) or _tenant(request), tier, headers.get(MODEL, "none"),
+                                str(response.status)).inc()
+        METRICS.overhead.labels(tier).observe(float(headers.get(OVERHEAD, 0.0)) / 1000.0)
     return response
+
+
+def _tenant(request: web.Request) -> str:
+    """The key's holder for a refused request (which names none), or "none"."""
+    policy = request.app[STATE].policy
+    try:
+        return policy.authenticate(credentials(request)).name if policy is not None else "none"
+    except OpenAIError:
+        return "none"
 
 
 def build_app(state: GatewayState) -> web.Application:
@@ -43,7 +59,7 @@ def build_app(state: GatewayState) -> web.Application:
     app.router.add_post("/v1/embeddings", handlers.embeddings)
     app.router.add_post("/v1/responses", dropin.responses)
     app.router.add_post("/v1/messages", dropin.messages)
-    app.router.add_post("/v1/route", handlers.route_dry_run)
+    app.router.add_post("/v1/route", explain.route_dry_run)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/usage", handlers.usage)
     batches_api.add_routes(app)  # /v1/files, /v1/batches

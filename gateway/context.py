@@ -1,33 +1,50 @@
-"""Per-request bookkeeping: ids, the routing outcome and timing for the x-tiergate-* headers."""
+"""Per-request bookkeeping that never changes once the request arrives (its id, its start time
+and its trace span), the x-tiergate-* headers an answer carries, built from what it came to,
+and the typed keys under which the aiohttp app holds the process state and each request its
+context."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aiohttp import web
 
 from webwire.errors import request_id_from
 from webwire.tracing import current_span
 
+if TYPE_CHECKING:  # state.py imports the batch runner, which serves lines through handlers
+    from .state import GatewayState
 
+TIER, MODEL, BACKEND, OVERHEAD = "x-tiergate-tier", "x-tiergate-model", "x-tiergate-backend", "x-tiergate-overhead-ms"
+
+
+@dataclass(frozen=True, slots=True)
 class RequestContext:
-    __slots__ = ("start", "request_id", "tenant", "tier", "model", "backend", "upstream_s", "span")
+    request_id: str
+    start: float = field(default_factory=time.perf_counter)
+    span: object = field(default_factory=current_span)  # the server span when tracing is on, else None
 
-    def __init__(self, client_request_id: str | None):
-        self.start = time.perf_counter()
-        self.request_id = request_id_from(client_request_id)
-        self.tenant = "none"
-        self.tier = "none"
-        self.model = "none"
-        self.backend = "none"
-        self.upstream_s = 0.0  # time spent waiting on upstreams, excluded from the overhead
-        self.span = current_span()  # the request's server span when tracing is on, else None
+    @classmethod
+    def begin(cls, client_request_id: str | None) -> "RequestContext":
+        return cls(request_id_from(client_request_id))
 
-    def overhead_ms(self) -> float:
-        return max(0.0, (time.perf_counter() - self.start - self.upstream_s) * 1000.0)
+    def headers(self, tier=None, backend: str = "none", upstream_s: float = 0.0) -> dict[str, str]:
+        """The answer's headers: the tier that served it (or was chosen), its worker, and the time
+        the gateway itself took (all of it, less the time spent waiting on workers)."""
+        overhead_ms = max(0.0, (time.perf_counter() - self.start - upstream_s) * 1000.0)
+        return {"x-request-id": self.request_id,
+                TIER: tier.name if tier is not None else "none",
+                MODEL: tier.model if tier is not None else "none",
+                BACKEND: backend,
+                OVERHEAD: f"{overhead_ms:.3f}"}
 
-    def headers(self) -> dict[str, str]:
-        return {
-            "x-request-id": self.request_id,
-            "x-tiergate-tier": self.tier,
-            "x-tiergate-model": self.model,
-            "x-tiergate-backend": self.backend,
-            "x-tiergate-overhead-ms": f"{self.overhead_ms():.3f}",
-        }
+
+STATE: web.AppKey[GatewayState] = web.AppKey("tiergate_state")
+CTX = web.RequestKey("tiergate_ctx", RequestContext)
+
+
+def credentials(request: web.Request) -> str | None:
+    """The client's key as an Authorization value: a bearer token, or Anthropic's `x-api-key`."""
+    key = request.headers.get("x-api-key")
+    return request.headers.get("Authorization") or (f"Bearer {key}" if key else None)

@@ -19,7 +19,9 @@ from wire.responses_request import responses_to_chat
 from wire.sse import named_event
 
 from . import response_store
-from .handlers import STATE, count_refusal, generate, read_body
+from .context import STATE, credentials
+from .handlers import TENANT, count_refusal, generate
+from .request import read_body
 
 
 def _frames(events) -> bytes:
@@ -52,8 +54,8 @@ class ResponsesShaper:
     def chunk(self, obj: dict) -> bytes:
         return _frames(self.stream.feed(obj))
 
-    async def finish(self) -> bytes:
-        events = self.stream.finish()
+    async def end(self) -> bytes:
+        events = self.stream.end()
         await self._store(self.stream.response())  # stored before the client sees response.completed
         return _frames(events)
 
@@ -98,8 +100,8 @@ class MessagesShaper:
     def chunk(self, obj: dict) -> bytes:
         return _frames(self.stream.feed(obj))
 
-    async def finish(self) -> bytes:
-        return _frames(self.stream.finish())
+    async def end(self) -> bytes:
+        return _frames(self.stream.end())
 
     def error(self, message: str) -> bytes:
         return _frames([self.stream.failed(message)])
@@ -114,8 +116,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     try:
         body = await read_body(request, state.config.limits.max_body_bytes)
-        key = request.headers.get("x-api-key")
-        tenant = state.policy.authenticate(request.headers.get("Authorization") or (f"Bearer {key}" if key else None))
+        tenant = state.policy.authenticate(credentials(request))
         try:
             chat = messages_to_chat(body)
         except OpenAIError as refusal:
@@ -125,5 +126,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     except OpenAIError as err:
         return _anthropic_error(err.status, err.message, err.headers)
     if answer.status >= 400 and not answer.prepared:  # an upstream's OpenAI error body, passed on
-        return _anthropic_error(answer.status, json.loads(answer.body)["error"]["message"])
+        ours = {k: v for k, v in answer.headers.items() if k.lower().startswith("x-")}
+        error = _anthropic_error(answer.status, json.loads(answer.body)["error"]["message"], ours)
+        error[TENANT] = answer[TENANT]
+        return error
     return answer

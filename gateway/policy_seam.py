@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from policies.config import TenantPolicy
-from policies.decision import Decision, RouteRequest, decide
+from policies.decision import Decision, RouteRequest, decide_route
 from policies.service import RedisAccess, build_service
 
 from .accounting import publish_policy
@@ -58,7 +58,7 @@ class OpenPolicy:
     def decide(self, tenant, request: RouteRequest, tiers) -> Decision:
         if tiers is not self._seen:  # a new config: sort its tiers once, cheapest first
             self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
-        return decide(self._NO_RULES, request, self._ordered)
+        return decide_route(self._NO_RULES, request, self._ordered)
 
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
         return None

@@ -1,6 +1,6 @@
 """Relaying an upstream answer to the client, reading its token usage, and saying what the
 request came to: `relay` opens the upstream (upstream.py), copies its answer and returns the
-typed `Outcome` that finish.py consumes.
+typed `Outcome` that conclude.py consumes.
 
 Streams are forwarded event by event as they arrive (no buffering beyond one partial SSE
 frame). The gateway always asks upstreams for a usage chunk and drops it when the client
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import aiohttp
 from aiohttp import web
@@ -24,9 +24,12 @@ from webwire.tracing import traced
 from .config import Config, Tier
 from .context import RequestContext
 from .metrics import METRICS
-from .routing import Route
+from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
-from .upstream import PATHS, RETRYABLE, Attempts, Opened, open_upstream
+from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, open_upstream
+
+if TYPE_CHECKING:
+    from .state import GatewayState
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
 
@@ -57,52 +60,76 @@ class Outcome:
     usage: Usage           # as reported, or counted by the gateway for a stream without a report
     cut: bool              # a stream that ended before the upstream finished it (client gone, upstream cut)
     stream_error: bool     # a streamed answer carried or ended with an upstream error
+    upstream_s: float = 0.0                   # waiting on workers: not the gateway's own overhead
     answer: web.StreamResponse | None = None  # what the client gets...
     error: BaseException | None = None        # ...or what it raised instead
     discarded: tuple["Discarded", ...] = ()   # answers served but replaced (escalation on shape): billed too
 
-    def deliver(self) -> web.StreamResponse:
+    @property
+    def backend(self) -> str:
+        return self.opened.backend.label if self.opened is not None else "none"
+
+    def deliver(self, ctx: RequestContext) -> web.StreamResponse:
+        """The answer (or the error) with the x-tiergate-* headers of what it came to; a stream
+        sent its own when it started."""
+        headers = ctx.headers(self.served, self.backend, self.upstream_s)
         if self.error is not None:
+            if isinstance(self.error, OpenAIError):
+                self.error.headers.update(headers)
             raise self.error
+        if not self.answer.prepared:
+            self.answer.headers.update(headers)
         return self.answer
 
 
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Where the answer goes: the HTTP request a stream is written to (None for a batch line:
+    whole answers only), the `shaper` of a translating endpoint, and a `tap` that sees each
+    streamed payload (the quality monitor's sample)."""
+    to: web.Request | None = None
+    shaper: Any = None
+    tap: Callable[[bytes], None] | None = None
+
+
 @traced("relay")
-async def relay(request: web.Request, state, config: Config, ctx: RequestContext, route: Route, kind: str,
-                body: dict, *, stream: bool, include_usage: bool, shaper=None,
-                tap: Callable[[bytes], None] | None = None) -> Outcome:
+async def relay(request: GatewayRequest, state: GatewayState, delivery: Delivery) -> Outcome:
     """Open an upstream and copy its answer to the client. It never raises: whatever went wrong
-    (no worker, the client gone) travels in the Outcome, so finish() always gets one."""
+    (no worker, the client gone) travels in the Outcome, so conclude() always gets one."""
+    route, stream = request.route, request.stream
+    ask = Ask(request.id, route, PATHS[request.kind], request.body, stream, request.max_tokens)
     usage, attempts = Usage(), Attempts(route.tier)
     opened = streamer = answer = error = None
     discarded: tuple[Discarded, ...] = ()
     try:
-        opened = await open_upstream(state, config, ctx, route, PATHS[kind], body, stream, attempts)
-        if not stream and kind == "chat":
-            opened, discarded = await _reask_if_misshapen(state, config, ctx, route, body, opened, attempts)
+        opened = await open_upstream(state, request.config, ask, attempts)
+        if not stream and request.kind == "chat":
+            opened, discarded = await _reask_if_misshapen(state, request.config, ask, opened, attempts)
         if stream:
-            streamer = StreamRelay(request, opened, ctx, usage, include_usage, route.estimated_prompt_tokens, shaper)
-            streamer.tap = tap
+            headers = request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s)
+            streamer = StreamRelay(delivery, opened, usage, request.include_usage, route.estimated_prompt_tokens,
+                                   headers)
             answer = await streamer.run()
         else:
-            whole = relay_whole(opened, ctx, usage)
-            answer = await shaper.whole(whole) if shaper is not None else whole
+            whole = relay_whole(opened, usage)
+            answer = await delivery.shaper.whole(whole) if delivery.shaper is not None else whole
     except BaseException as exc:  # cancellation too: the handler re-raises it after finish()
         error = exc
     if streamer is not None and not usage.reported:  # client went away mid-stream: bill what was streamed
         usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, streamer.chunks
-    return Outcome(kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count, opened,
-                   usage, cut=streamer is not None and not streamer.completed,
-                   stream_error=streamer is not None and streamer.cut, answer=answer, error=error,
-                   discarded=discarded)
+    return Outcome(request.kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count,
+                   opened, usage, cut=streamer is not None and not streamer.completed,
+                   stream_error=streamer is not None and streamer.cut, upstream_s=attempts.upstream_s,
+                   answer=answer, error=error, discarded=discarded)
 
 
-async def _reask_if_misshapen(state, config: Config, ctx: RequestContext, route: Route, body: dict,
-                              opened: Opened, attempts: Attempts) -> tuple[Opened, tuple["Discarded", ...]]:
+async def _reask_if_misshapen(state: GatewayState, config: Config, ask: Ask, opened: Opened,
+                              attempts: Attempts) -> tuple[Opened, tuple["Discarded", ...]]:
     """A whole structured answer cut by max_tokens or failing its schema is asked once of the
     next tier up that the tenant may use and that can serve it; the first answer is billed and
     dropped, or kept if no worker up there answers."""
-    schema = structured_schema(body)
+    schema = structured_schema(ask.body)
+    route = ask.route
     if schema is None or not route.decision.structured_escalation or opened.response.status != 200:
         return opened, ()
     why = shape_fault(schema, opened.body)
@@ -112,15 +139,15 @@ async def _reask_if_misshapen(state, config: Config, ctx: RequestContext, route:
     if higher is None:
         return opened, ()
     first = Usage()
-    relay_whole(opened, ctx, first)  # its usage, for the bill
+    relay_whole(opened, first)  # its usage, for the bill
     again_attempts = Attempts(higher)
     try:
-        again = await open_upstream(state, config, ctx, replace(route, tier=higher), PATHS["chat"], body, False,
-                                    again_attempts)
+        again = await open_upstream(state, config, replace(ask, route=replace(route, tier=higher)), again_attempts)
     except OpenAIError:
         return opened, ()
     finally:
         attempts.count += again_attempts.count
+        attempts.upstream_s += again_attempts.upstream_s
     METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
     opened.backend.on_done()
     opened.response.release()
@@ -135,7 +162,7 @@ def _read_usage(obj: dict, usage: Usage) -> None:
         usage.reported = True
 
 
-def relay_whole(opened: Opened, ctx: RequestContext, usage: Usage) -> web.Response:
+def relay_whole(opened: Opened, usage: Usage) -> web.Response:
     response = opened.response
     body = opened.body
     if response.status == 200:
@@ -155,25 +182,23 @@ def relay_whole(opened: Opened, ctx: RequestContext, usage: Usage) -> web.Respon
 
 
 class StreamRelay:
-    def __init__(self, request: web.Request, opened: Opened, ctx: RequestContext, usage: Usage,
-                 client_wants_usage: bool, estimated_prompt_tokens: int, shaper=None):
-        self.request, self.opened, self.ctx, self.usage = request, opened, ctx, usage
-        self.shaper = shaper  # optional: turns chat chunks into another wire format's events
+    def __init__(self, delivery: Delivery, opened: Opened, usage: Usage, client_wants_usage: bool,
+                 estimated_prompt_tokens: int, headers: dict[str, str]):
+        self.request, self.opened, self.usage, self.headers = delivery.to, opened, usage, headers
+        self.shaper = delivery.shaper  # optional: turns chat chunks into another wire format's events
+        self.tap = delivery.tap  # optional: sees each upstream data payload (quality sampling)
         self.client_wants_usage = client_wants_usage
         self.estimated_prompt_tokens = estimated_prompt_tokens
         self.chunks = 0
         self.cut = False
         self.completed = False
-        self.tap = None  # optional callable seeing each upstream data payload (quality sampling)
 
     async def run(self) -> web.StreamResponse:
         upstream = self.opened.response
         if upstream.status != 200:  # a 4xx for a stream request: answer it like a whole one
             self.completed = True
-            return relay_whole(self.opened, self.ctx, self.usage)
-        headers = self.ctx.headers()
-        headers["Cache-Control"] = "no-cache"
-        client = web.StreamResponse(status=200, headers=headers)
+            return relay_whole(self.opened, self.usage)
+        client = web.StreamResponse(status=200, headers={**self.headers, "Cache-Control": "no-cache"})
         client.content_type = "text/event-stream"
         await client.prepare(self.request)
         buffer = bytearray(self.opened.body)
@@ -205,7 +230,7 @@ class StreamRelay:
         done = False
         for data in iter_events(buffer):
             if data == b"[DONE]":
-                out.append(DONE if self.shaper is None else await self.shaper.finish())
+                out.append(DONE if self.shaper is None else await self.shaper.end())
                 done = True
                 break
             if self.tap is not None:
@@ -241,7 +266,7 @@ class StreamRelay:
 
     async def _end_with_error(self, client: web.StreamResponse, message: str) -> None:
         self.cut = True
-        METRICS.stream_cut.labels(self.ctx.tier, self.ctx.backend).inc()
+        METRICS.stream_cut.labels(self.opened.tier.name, self.opened.backend.label).inc()
         self.opened.response.close()
         if not self.usage.reported:  # bill what was streamed: content chunks ~ tokens
             self.usage.prompt_tokens = self.estimated_prompt_tokens

@@ -1,9 +1,9 @@
 """From a validated request to a routing decision: resolve the model, classify, apply policy."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from policies.decision import Decision, RouteRequest, Signal
 from webwire.tracing import span, traced
@@ -16,6 +16,9 @@ from .affinity import prefix_keys
 from .classify import Classification
 from .config import AUTO, Config, Tier
 from .metrics import METRICS
+
+if TYPE_CHECKING:
+    from .state import GatewayState
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
 
 
 @traced("classify")
-def _classify(state, parsed: ChatRequest | CompletionRequest) -> Classification:
+def _classify(state: GatewayState, parsed: ChatRequest | CompletionRequest) -> Classification:
     started = time.perf_counter()
     if isinstance(parsed, ChatRequest):
         classification = state.classifier.classify(parsed.messages, None)
@@ -60,14 +63,15 @@ def _classify(state, parsed: ChatRequest | CompletionRequest) -> Classification:
     return classification
 
 
-def _signal(state, c: Classification) -> Signal:
+def _signal(state: GatewayState, c: Classification) -> Signal:
     shift = state.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
                   thresholds=c.thresholds, quality_shift=shift or None)
 
 
-def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
-               explain: bool = False) -> Route:
+def plan_route(state: GatewayState, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
+               max_tokens: int, explain: bool = False) -> Route:
+    """The route for a parsed request; `max_tokens` is what it may generate (asked or default)."""
     requested = parsed.model
     resolved = config.resolve_model(requested)
     if resolved != AUTO and (config.tier(resolved) if resolved else config.embedding_tier(requested)) in \
@@ -79,7 +83,7 @@ def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRe
     estimated = len(text) // 4 + 1
     request = RouteRequest(requested_model=resolved if resolved is not None else requested,
                            signal=_signal(state, classification) if classification is not None else None,
-                           needs=needs_of(body, estimated, config.limits.default_max_tokens),
+                           needs=needs_of(body, estimated, max_tokens),
                            capabilities=state.capabilities, explain=explain)
     with span("decide"):
         decision = state.policy.decide(tenant, request, config.tiers)
@@ -91,7 +95,7 @@ def plan_route(state, config: Config, tenant, parsed: ChatRequest | CompletionRe
                  prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated)
 
 
-def _check_token_ids(state, config: Config, tier: Tier, parsed: ChatRequest | CompletionRequest) -> None:
+def _check_token_ids(state: GatewayState, config: Config, tier: Tier, parsed: ChatRequest | CompletionRequest) -> None:
     """Token ids the request names must exist in every tier it may reach (its own, and those a
     failover escalates to), as far as their workers' cards state a vocabulary."""
     prompt = getattr(parsed, "prompt", None)
@@ -102,24 +106,3 @@ def _check_token_ids(state, config: Config, tier: Tier, parsed: ChatRequest | Co
         vocab = state.capabilities[each.name].vocab_size if each.name in state.capabilities else None
         if vocab is not None:
             check_token_ids(parsed.params, vocab, prompt, where=f"tier {each.name!r}")
-
-
-def upstream_body(body: dict, tier: Tier, decision: Decision, stream: bool, default_max_tokens: int) -> bytes:
-    """The client's body as the tier's upstream should see it."""
-    out = dict(body)
-    out["model"] = tier.model
-    if stream:
-        # Always ask for usage so cost is exact; the gateway drops that chunk if the client did not ask.
-        options = dict(out.get("stream_options") or {})
-        options["include_usage"] = True
-        out["stream_options"] = options
-    generates = tier.task == "generate"  # an embeddings body has no max_tokens to default
-    if generates and out.get("max_tokens") is None and out.get("max_completion_tokens") is None:
-        out["max_tokens"] = default_max_tokens  # what admission reserved, so the work matches it
-    caps = [c for c in (decision.max_tokens_cap, tier.max_tokens_cap) if c is not None]
-    if caps:
-        cap = min(caps)
-        for name in ("max_tokens", "max_completion_tokens"):
-            if out.get(name) is not None and out[name] > cap:
-                out[name] = cap
-    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()

@@ -84,16 +84,16 @@ def upstream_attempt(tier, backend, number: int):
     return _Attempt(tier, backend, number) if tracing.enabled() else _NO_ATTEMPT
 
 
-def annotate(ctx, route, outcome) -> None:
+def annotate(request, outcome) -> None:
     """What the request came to, on its server span: who, where, and the tokens it cost."""
-    span = ctx.span
+    span, route = request.ctx.span, request.route
     if span is None:
         return
     usage = outcome.usage
     span.set_attributes({
-        "tiergate.request_id": ctx.request_id, "tiergate.tenant": ctx.tenant, "tiergate.tier": outcome.served.name,
+        "tiergate.request_id": request.id, "tiergate.tenant": request.tenant.name, "tiergate.tier": outcome.served.name,
         "gen_ai.request.model": route.requested_model, "gen_ai.response.model": outcome.served.model,
         "tiergate.routed_by": route.decision.routed_by.value, "tiergate.priority": route.decision.priority,
-        "tiergate.worker": ctx.backend, "tiergate.attempts": outcome.attempts, "tiergate.stream": outcome.stream,
+        "tiergate.worker": outcome.backend, "tiergate.attempts": outcome.attempts, "tiergate.stream": outcome.stream,
         "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
         "tiergate.usage.reported": usage.reported})

@@ -14,18 +14,21 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Protocol
+from typing import TYPE_CHECKING, Awaitable, Protocol
 
 import aiohttp
 
 from wire.errors import OpenAIError
 
 from .config import Config, Tier
-from .context import RequestContext
 from .metrics import METRICS
 from .pool import Backend
-from .routing import Route, upstream_body
+from .request import max_tokens_on
+from .routing import Route
 from .trace_spans import upstream_attempt
+
+if TYPE_CHECKING:
+    from .state import GatewayState
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
@@ -50,14 +53,39 @@ class Attempts:
     leaves mid-attempt) the last tier tried is still the one the request is billed and counted on."""
     tier: Tier
     count: int = 0  # workers tried (> 1 when the answer came from a failover)
+    upstream_s: float = 0.0  # time spent waiting on workers, left out of the gateway's overhead
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one request asks of the workers, the same on every attempt; the body a tier
+    receives is built here, when that tier is tried."""
+    request_id: str
+    route: Route
+    path: str
+    body: dict        # the client's JSON
+    stream: bool
+    max_tokens: int   # asked for or the default (request.max_tokens_on caps it per tier); 0: embeddings
+
+    def body_for(self, tier: Tier) -> bytes:
+        out = dict(self.body)
+        out["model"] = tier.model
+        if self.stream:
+            # Always ask for usage so cost is exact; the gateway drops that chunk if the client did not ask.
+            out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
+        if self.max_tokens:
+            limit = max_tokens_on(self.max_tokens, self.route.decision, tier)
+            named = [n for n in ("max_tokens", "max_completion_tokens") if out.get(n) is not None]
+            for name in named or ["max_tokens"]:
+                out[name] = min(out.get(name) or limit, limit)
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class Opener(Protocol):
     """open_upstream with the process's pools, affinity index and HTTP session already bound:
     what the quality monitor's re-asks get instead of the whole GatewayState."""
 
-    def __call__(self, config: Config, ctx: RequestContext, route: Route, path: str, body: dict,
-                 stream: bool) -> Awaitable[Opened]: ...
+    def __call__(self, config: Config, ask: Ask, attempts: Attempts | None = None) -> Awaitable[Opened]: ...
 
 
 def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
@@ -65,7 +93,7 @@ def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
         METRICS.affinity.labels(tier.name, "miss" if result == "none" else result).inc()
 
 
-async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str]):
+async def choose(state: GatewayState, config: Config, route: Route, tier: Tier, tried: set[str]):
     """The pool's pick for this tier, with the affinity index consulted (read only)."""
     keys = route.keys_for(tier, config)
     preferred = await state.affinity.lookup(keys, config.redis) if keys else None
@@ -73,18 +101,18 @@ async def choose(state, config: Config, route: Route, tier: Tier, tried: set[str
     return pick, keys
 
 
-async def open_upstream(state, config: Config, ctx: RequestContext, route: Route, path: str,
-                        body: dict, stream: bool, attempts: Attempts | None = None) -> Opened:
+async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts: Attempts | None = None) -> Opened:
     """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
     gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
     a second worker answers: success convicts the first worker, the same status again acquits
     both and hands the error to the client as the request's."""
+    route = ask.route
     attempts = attempts or Attempts(route.tier)
     state.retry_budget.on_request()
     tier, tried, last_error = route.tier, set(), "no worker available"
     suspect: _Suspect | None = None
     payloads: dict[str, bytes] = {}
-    headers = {"Content-Type": "application/json", "x-request-id": ctx.request_id,
+    headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
                "x-tiergate-priority": route.decision.priority}
     while attempts.count < config.failover.max_attempts:
         pick, keys = await choose(state, config, route, tier, tried)
@@ -105,14 +133,12 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
         backend = pick.backend
         tried.add(backend.url)
         _record_affinity(tier, pick.affinity, bool(keys))
-        ctx.tier, ctx.model, ctx.backend = tier.name, tier.model, backend.label  # the answer's headers
         if tier.name not in payloads:
-            payloads[tier.name] = upstream_body(body, tier, route.decision, stream,
-                                               config.limits.default_max_tokens)
+            payloads[tier.name] = ask.body_for(tier)
         try:
             with upstream_attempt(tier, backend, attempts.count) as attempt:
-                opened = await _send(state, ctx, tier, backend, path, payloads[tier.name],
-                                     attempt.headers({**headers, **backend.auth_headers}), stream)
+                opened = await _send(state, attempts, tier, backend, ask.path, payloads[tier.name],
+                                     attempt.headers({**headers, **backend.auth_headers}), ask.stream)
                 attempt.answered(opened.response.status)
         except _UpstreamStatus as exc:
             last_error = f"{backend.label}: {exc}"
@@ -140,7 +166,7 @@ async def open_upstream(state, config: Config, ctx: RequestContext, route: Route
                       code="upstream_unavailable", headers={"Retry-After": str(retry_after)})
 
 
-async def _send(state, ctx: RequestContext, tier: Tier, backend: Backend, path: str, payload: bytes,
+async def _send(state: GatewayState, attempts: Attempts, tier: Tier, backend: Backend, path: str, payload: bytes,
                 headers: dict, stream: bool) -> Opened:
     """One attempt on one worker: its whole answer (or a stream's first bytes), or the failure."""
     backend.on_pick(time.monotonic())
@@ -159,14 +185,14 @@ async def _send(state, ctx: RequestContext, tier: Tier, backend: Backend, path: 
             response.close()
         raise
     except (*RETRYABLE, _UpstreamStatus) as exc:
-        ctx.upstream_s += time.perf_counter() - started
+        attempts.upstream_s += time.perf_counter() - started
         backend.on_done()
         if response is not None:
             response.close()
         kind = exc.kind if isinstance(exc, _UpstreamStatus) else type(exc).__name__
         METRICS.upstream_errors.labels(tier.name, backend.label, kind).inc()
         raise
-    ctx.upstream_s += time.perf_counter() - started
+    attempts.upstream_s += time.perf_counter() - started
     return Opened(tier, backend, response, data)
 
 

@@ -77,12 +77,13 @@ def start_persistent_redis(port: int, data: Path) -> subprocess.Popen:
     raise RuntimeError(f"redis-server on port {port} did not start")
 
 
-def stop_processes(procs: list[subprocess.Popen]) -> None:
+def stop_processes(procs: list[subprocess.Popen], timeout_s: float = 10) -> None:
+    """SIGTERM each (last started first), then SIGKILL whatever has not exited within timeout_s."""
     for proc in reversed(procs):
         proc.terminate()
     for proc in procs:
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
 

@@ -23,7 +23,7 @@ from policies.config import TenantPolicy
 from policies.costs import micro_to_usd
 from policies.decision_types import AUTO, Decision, RoutedBy, RouteRequest, Signal, Step, StepKind
 
-__all__ = ["AUTO", "Decision", "RouteRequest", "RoutedBy", "Signal", "UsageSnapshot", "decide",
+__all__ = ["AUTO", "Decision", "RouteRequest", "RoutedBy", "Signal", "UsageSnapshot", "decide_route",
            "effective_thresholds", "level_for", "tier_index_for_level"]
 
 BASE_THRESHOLDS = {2: 0.5, 3: 0.5, 4: 0.5}  # a classifier that ships no calibration
@@ -310,7 +310,7 @@ def _decide_named(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
     return _finish(t, t.names[index], routed_by, trace, baseline=t.names[explicit])
 
 
-def decide(policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any],
+def decide_route(policy: TenantPolicy, request: RouteRequest, tiers: Sequence[Any],
            usage: UsageSnapshot = UsageSnapshot()) -> Decision:
     """Pick the tier for one request; `tiers` ascending by level. Raises OpenAIError (400/403/404)."""
     t = _Tiers(policy, request, tiers)

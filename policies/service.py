@@ -16,7 +16,7 @@ from wire.errors import OpenAIError
 from policies import metrics
 from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
-from policies.decision import Decision, RouteRequest, UsageSnapshot, decide
+from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
 from policies.keys import KeyRing
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore
 from policies.replica import ReplicaState, replica_state
@@ -91,7 +91,7 @@ class PolicyService:
     def decide(self, tenant: Tenant, request: RouteRequest, tiers: Sequence[Any]) -> Decision:
         if tiers is not self._tiers_seen:   # the gateway reloaded its config: new prices (sorted once)
             self.update_tiers(tiers)
-        return decide(tenant.policy, request, self._ordered, self.snapshot(tenant.name))
+        return decide_route(tenant.policy, request, self._ordered, self.snapshot(tenant.name))
 
     def snapshot(self, tenant: str) -> UsageSnapshot:
         """Spend as of this replica's last admit/settle for the tenant (soft budgets read this)."""

@@ -96,7 +96,7 @@ class MessagesStream(ChatChunkTranslator):
             events.append(self._delta({"type": "input_json_delta", "partial_json": fn["arguments"]}))
         return events
 
-    def finish(self) -> list[tuple[str, dict]]:
+    def end(self) -> list[tuple[str, dict]]:
         events = self.opening() + self._close()
         return events + [
             ("message_delta", {"type": "message_delta",

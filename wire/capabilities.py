@@ -140,10 +140,10 @@ def _asks_n(body: Mapping) -> bool:
 _ASKING = frozenset(("tools", "response_format", "logprobs", "top_logprobs", "n"))
 
 
-def needs_of(body: Mapping, prompt_tokens: int, default_max_tokens: int) -> Needs:
-    """The capabilities a generation request needs and the context it fills."""
-    out = body.get("max_completion_tokens") or body.get("max_tokens") or default_max_tokens
-    out = out if isinstance(out, int) and not isinstance(out, bool) else default_max_tokens
+def needs_of(body: Mapping, prompt_tokens: int, max_tokens: int) -> Needs:
+    """The capabilities a generation request needs, and the context it fills: its prompt and the
+    `max_tokens` it may generate (the gateway's one rule decides that number)."""
+    out = max_tokens
     prompt_param = "messages" if "messages" in body else "prompt"
     if _ASKING.isdisjoint(body.keys()):  # most requests: nothing to look at (this runs per request)
         return Needs((), (), prompt_tokens + out, prompt_param)

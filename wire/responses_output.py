@@ -152,7 +152,7 @@ class ResponsesStream(ChatChunkTranslator):
                 self._event("response.content_part.done", **where, part=done["content"][0]),
                 self._event("response.output_item.done", output_index=item["index"], item=done)]
 
-    def finish(self) -> list[tuple[str, dict]]:
+    def end(self) -> list[tuple[str, dict]]:
         """After the last chunk: close open items, then response.completed (with usage)."""
         events = self.opening() + self._close_text()
         for call in self.calls.values():

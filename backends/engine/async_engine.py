@@ -47,8 +47,8 @@ class _Request:
 
 
 class AsyncEngine:
-    def __init__(self, engine: LLMEngine):
-        self.engine = engine
+    def __init__(self, core: LLMEngine):
+        self.core = core  # the synchronous engine this one drives from its own thread
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._requests: dict[int, _Request] = {}
         self._wakeup = threading.Event()
@@ -59,24 +59,24 @@ class AsyncEngine:
 
     @property
     def tokenizer(self):
-        return self.engine.tokenizer
+        return self.core.tokenizer
 
     def num_waiting(self) -> int:
-        return len(self.engine.scheduler.waiting) + self._inbox.qsize()
+        return len(self.core.scheduler.waiting) + self._inbox.qsize()
 
     def num_running(self) -> int:
-        return len(self.engine.scheduler.running)
+        return len(self.core.scheduler.running)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
                        stop: list[str] | None = None) -> AsyncIterator[Delta]:
         """Yields deltas until the sequence finishes. Closing the iterator early (client
         gone) aborts the sequence and frees its blocks."""
         if params.grammar is None:
-            seq = self.engine.make_sequence(prompt_ids, params)  # raises RequestTooLargeError
+            seq = self.core.make_sequence(prompt_ids, params)  # raises RequestTooLargeError
         else:  # compiling a large schema's grammar can take a while: not on the event loop
-            seq = await asyncio.to_thread(self.engine.make_sequence, prompt_ids, params)
-        if self.num_waiting() >= self.engine.config.max_waiting:
-            raise QueueFullError(f"waiting queue is full ({self.engine.config.max_waiting} requests)")
+            seq = await asyncio.to_thread(self.core.make_sequence, prompt_ids, params)
+        if self.num_waiting() >= self.core.config.max_waiting:
+            raise QueueFullError(f"waiting queue is full ({self.core.config.max_waiting} requests)")
         request = _Request(seq, IncrementalDetokenizer(self.tokenizer, prompt_ids, stop), asyncio.get_running_loop())
         self._inbox.put(("add", request))
         self._wakeup.set()
@@ -107,13 +107,13 @@ class AsyncEngine:
             seq = request.seq
             if kind == "add":
                 try:
-                    self.engine.add(seq)
+                    self.core.add(seq)
                     self._requests[seq.seq_id] = request
                 except QueueFullError as exc:
                     request.push(exc)
             elif seq.seq_id in self._requests:
                 del self._requests[seq.seq_id]
-                self.engine.finish(seq, "abort")
+                self.core.complete(seq, "abort")
 
     def _emit(self, seq: Sequence, tokens: list[int]) -> None:
         """One delta per sequence per step; with speculation a step can bring several tokens,
@@ -125,7 +125,7 @@ class AsyncEngine:
         for token in tokens:
             detok.add(token)
         if detok.stopped and not seq.is_finished:
-            self.engine.finish(seq, "stop")  # a stop string ends the sequence
+            self.core.complete(seq, "stop")  # a stop string ends the sequence
         logprobs = seq.logprobs[len(seq.logprobs) - len(tokens):] if seq.params.logprobs is not None else None
         delta = Delta(detok.take(seq.is_finished), tokens, seq.is_finished, seq.finish_reason,
                       seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, logprobs,
@@ -136,19 +136,19 @@ class AsyncEngine:
 
     def _fail_all(self, exc: BaseException) -> None:
         for request in list(self._requests.values()):
-            self.engine.finish(request.seq, "error")
+            self.core.complete(request.seq, "error")
             request.push(exc)
         self._requests.clear()
 
     def _loop(self) -> None:
         while not self._stopping:
             self._drain_inbox()
-            if not self.engine.has_work():
+            if not self.core.has_work():
                 self._wakeup.wait(timeout=1.0)
                 self._wakeup.clear()
                 continue
             try:
-                outputs = self.engine.step()
+                outputs = self.core.step()
             except Exception as exc:  # keep serving: fail the in-flight requests, not the process
                 log.exception("engine step failed")
                 self._fail_all(RuntimeError(f"engine step failed: {exc}"))

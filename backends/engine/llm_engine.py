@@ -126,7 +126,7 @@ class LLMEngine:
             seq.num_computed_tokens = min(seq.num_computed_tokens + n + max(0, len(accepted) - 1), seq.num_tokens)
             self.block_manager.commit_full_blocks(seq)
             if seq.is_finished:
-                self.finish(seq, seq.finish_reason)
+                self.complete(seq, seq.finish_reason)
         self.num_generated_tokens += len(outputs)
         return outputs
 
@@ -160,11 +160,11 @@ class LLMEngine:
                     seqs.append(seq)
         return self.proposer.propose(seqs, limits) if seqs else {}
 
-    def finish(self, seq: Sequence, reason: str | None) -> None:
+    def complete(self, seq: Sequence, reason: str | None) -> None:
         """End a sequence (done, aborted, stop string) and free its blocks."""
         if not seq.is_finished:
-            seq.finish(reason)
-        self.scheduler.finish(seq)
+            seq.mark_finished(reason)
+        self.scheduler.release(seq)
         if self.proposer:
             self.proposer.release(seq)
 

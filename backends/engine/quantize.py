@@ -41,6 +41,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+from enum import StrEnum
 
 import torch
 from torch import nn
@@ -54,10 +55,18 @@ from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
-# CPU: our C++ int4 kernel | CPU: aten's int4 kernel (no compiler) | Triton GEMM (CUDA; CPU only in
-# the interpreter). int8 layers take the same names: on CPU int8_linear picks its kernel itself.
-KERNELS = ("cpp", "aten", "triton")
-CPU_KERNELS = ("cpp", "aten")
+
+
+class Kernel(StrEnum):
+    """The matmul a quantized layer runs. int8 layers take the same names: on CPU int8_linear
+    picks its kernel itself."""
+    CPP = "cpp"        # CPU: our C++ int4 kernel
+    ATEN = "aten"      # CPU: aten's int4 kernel (no compiler needed)
+    TRITON = "triton"  # CUDA: the Triton GEMM (on CPU only in the interpreter)
+
+
+KERNELS = tuple(Kernel)
+CPU_KERNELS = (Kernel.CPP, Kernel.ATEN)
 DENSE_MIN_ROWS = 16  # int4 layers with a dense copy (attach_dense_prefill) use it from this many rows
 
 
@@ -69,7 +78,7 @@ def _triton():
 
 
 class Int8Linear(nn.Module):
-    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, kernel: str = "aten"):
+    def __init__(self, codes: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, kernel: Kernel = Kernel.ATEN):
         super().__init__()
         self.out_features, self.in_features = codes.shape
         self.kernel = kernel
@@ -79,11 +88,11 @@ class Int8Linear(nn.Module):
         self.register_buffer("dense_codes", None, persistent=False)  # bf16 codes (attach_dense_head), if attached
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, kernel: str = "aten") -> "Int8Linear":
+    def from_linear(cls, linear: nn.Linear, kernel: Kernel = Kernel.ATEN) -> "Int8Linear":
         return cls(*quantize_int8(linear.weight), _bias(linear), kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kernel == "triton":
+        if self.kernel == Kernel.TRITON:
             return _triton().triton_int8_linear(x, self.codes, self.scales, self.bias)
         return int8_linear(x, self.codes, self.scales, self.bias)
 
@@ -95,14 +104,14 @@ class Int8Linear(nn.Module):
         return out if self.bias is None else out + self.bias
 
 
-def cpu_kernel(in_features: int = 0) -> str:
+def cpu_kernel(in_features: int = 0) -> Kernel:
     """Our C++ kernels where they build and take the layer's width, else aten's."""
-    return "cpp" if in_features <= cpu_kernels.MAX_IN_FEATURES and cpu_kernels.available() else "aten"
+    return Kernel.CPP if in_features <= cpu_kernels.MAX_IN_FEATURES and cpu_kernels.available() else Kernel.ATEN
 
 
 class Int4Linear(nn.Module):
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
-                 bias: torch.Tensor | None, kernel: str | None = None):
+                 bias: torch.Tensor | None, kernel: Kernel | None = None):
         """codes int [n, k] in 0..15 with w = q * scale + min, scales and mins fp32 [n, k / group],
         packed here in the layout `kernel` reads (None: cpu_kernel()). Our tiles keep scale and min
         in fp16, a Q4_1 block's own d and m, so scales_and_zeros is then None; aten's and Triton's
@@ -110,10 +119,10 @@ class Int4Linear(nn.Module):
         super().__init__()
         kernel = kernel or cpu_kernel(codes.shape[1])
         (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
-        if kernel == "cpp":
+        if kernel == Kernel.CPP:
             packed, scales_and_zeros = pack_int4_tiles(codes, scales, mins, group_size), None
         else:
-            packed = (_triton().pack_int4_along_k if kernel == "triton" else pack_int4)(codes)
+            packed = (_triton().pack_int4_along_k if kernel == Kernel.TRITON else pack_int4)(codes)
             scales_and_zeros = torch.stack([scales, mins + 8 * scales], dim=-1).transpose(0, 1).contiguous()
             scales_and_zeros = scales_and_zeros.to(ACT_DTYPE)
         self.register_buffer("packed", packed)
@@ -123,12 +132,12 @@ class Int4Linear(nn.Module):
         self.fused: tuple[FusedInt4, int, int] | None = None  # (group, first row, end row), if fused with siblings
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, group_size: int, kernel: str | None = None) -> "Int4Linear":
+    def from_linear(cls, linear: nn.Linear, group_size: int, kernel: Kernel | None = None) -> "Int4Linear":
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
         return cls(codes, *scales_and_mins(scales_and_zeros), group_size, _bias(linear), kernel)
 
     @classmethod
-    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor, kernel: str | None = None) -> "Int4Linear":
+    def from_q4_1(cls, linear: nn.Linear, blocks: torch.Tensor, kernel: Kernel | None = None) -> "Int4Linear":
         """The layer's GGUF Q4_1 blocks as they are (codes, d and m unchanged), in place of its weight."""
         codes, d, m = split_q4_1(blocks)
         if codes.shape != linear.weight.shape:
@@ -137,7 +146,7 @@ class Int4Linear(nn.Module):
         return cls(codes.to(device), d.to(device), m.to(device), Q4_1_GROUP, _bias(linear), kernel)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.kernel == "triton":
+        if self.kernel == Kernel.TRITON:
             return _triton().triton_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
         if self.fused is not None and torch.compiler.is_compiling():
             # every sibling asks for the same whole-group product: the graph's common-subexpression
@@ -157,14 +166,14 @@ class Int4Linear(nn.Module):
                scales_and_zeros: torch.Tensor | None = None) -> torch.Tensor:
         """x times the int4 weights (this layer's, or those given) through the CPU kernel, no bias."""
         packed = self.packed if packed is None else packed
-        if self.kernel == "cpp":
+        if self.kernel == Kernel.CPP:
             return int4_tile_linear(x, packed, self.group_size)
         scales_and_zeros = self.scales_and_zeros if scales_and_zeros is None else scales_and_zeros
         return int4_linear(x, packed, scales_and_zeros, self.group_size)
 
     def dequantized(self) -> torch.Tensor:
         """The fp32 weights [n, k] the CPU kernel multiplies by."""
-        if self.kernel == "cpp":
+        if self.kernel == Kernel.CPP:
             return dequantize_int4_tiles(self.packed, self.group_size)
         eye = torch.eye(self.in_features, dtype=ACT_DTYPE)  # aten's own dequantisation, rounded to bf16
         return torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.packed, self.group_size,
@@ -186,7 +195,7 @@ class FusedInt4:
 SIBLINGS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 # output rows per packed block: a tile of ours holds 4 rows; aten packs CPU int4 codes in blocks
 # of 64 output rows on AVX-512 (32 on AVX2) and a partial block differently
-FUSE_ROW_MULTIPLE = {"cpp": INT4_TILE_ROWS, "aten": 64}
+FUSE_ROW_MULTIPLE = {Kernel.CPP: INT4_TILE_ROWS, Kernel.ATEN: 64}
 
 
 def fuse_sibling_projections(model: nn.Module) -> int:
@@ -203,7 +212,7 @@ def fuse_sibling_projections(model: nn.Module) -> int:
                     any(layer.out_features % FUSE_ROW_MULTIPLE[layer.kernel] for layer in layers):
                 continue
             group, start = FusedInt4(layers), 0
-            rows_per_entry = INT4_TILE_ROWS if layers[0].kernel == "cpp" else 1  # rows per index of packed
+            rows_per_entry = INT4_TILE_ROWS if layers[0].kernel == Kernel.CPP else 1  # rows per index of packed
             for layer in layers:
                 stop = start + layer.out_features
                 layer.packed = group.packed[start // rows_per_entry:stop // rows_per_entry]
@@ -230,25 +239,25 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
     return None if linear.bias is None else linear.bias.detach().float().clone()
 
 
-def _can_quantize(linear: nn.Linear, method: str, group_size: int, kernel: str) -> bool:
+def _can_quantize(linear: nn.Linear, method: str, group_size: int, kernel: Kernel) -> bool:
     if method == "int8":
         return True
-    n_ok = kernel == "triton" or linear.out_features % INT4_N_MULTIPLE == 0  # the CPU packers need n % 16
+    n_ok = kernel == Kernel.TRITON or linear.out_features % INT4_N_MULTIPLE == 0  # the CPU packers need n % 16
     return n_ok and linear.in_features % group_size == 0
 
 
-def default_kernel(model: nn.Module) -> str:
+def default_kernel(model: nn.Module) -> Kernel:
     """Triton on CUDA models, cpu_kernel() on CPU ones; other devices have no kernel here."""
     devices = {p.device.type for p in model.parameters()}
     if devices <= {"cpu"}:
         return cpu_kernel()
     if devices == {"cuda"}:
-        return "triton"
+        return Kernel.TRITON
     raise ValueError(f"weight-only quantization runs on CPU or CUDA models, not on {sorted(devices)}")
 
 
 def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_head: bool = True,
-                     gguf_blocks: dict[str, torch.Tensor] | None = None, kernel: str | None = None) -> dict:
+                     gguf_blocks: dict[str, torch.Tensor] | None = None, kernel: Kernel | None = None) -> dict:
     """Replace the decoder's nn.Linear layers in place; returns counts for logs and tests.
     With `gguf_blocks` (int4, group 32), layers with blocks take them as they are and all
     other layers, the LM head included, stay unquantized. `kernel`: see KERNELS; None picks
@@ -288,7 +297,7 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
     return counts
 
 
-def _quantize_head(model: nn.Module, head: nn.Linear, kernel: str, share_with_embedding: bool = True) -> bool:
+def _quantize_head(model: nn.Module, head: nn.Linear, kernel: Kernel, share_with_embedding: bool = True) -> bool:
     """int8 per vocab row; when the embedding is a plain nn.Embedding tied to the head it
     reads the same int8 rows (if `share_with_embedding`), so the fp32 table is dropped.
     Otherwise (e.g. Gemma's scaled embedding) quantizing the head would add a copy beside the

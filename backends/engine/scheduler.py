@@ -10,8 +10,9 @@ its blocks are freed and it goes back to the front of the queue, to be recompute
 (mostly from the prefix cache).
 
 Three rules keep interactive time to first token low beside batch work (docs/priorities.md):
-- a step that computes an interactive prompt carries no batch work: running batch sequences
-  sit that step out and none is admitted, so the prompt's step costs what it costs alone;
+- a step that computes an interactive prompt carries no batch prompt work: running batch
+  sequences keep decoding (a token each; the gateway's pacer bounds how many there are), but
+  their prompt chunks sit that step out and no batch sequence is admitted;
 - an interactive request that finds every sequence slot or too few blocks taken preempts the
   newest running batch sequences, instead of waiting for one to finish;
 - while interactive work runs, batch prompts get at most `batch_prefill_chunk` tokens of a
@@ -109,13 +110,19 @@ class Scheduler:
         return (any(map(self._interactive, self.waiting))
                 or any(seq.num_tokens - seq.num_computed_tokens > 1 and self._interactive(seq) for seq in self.running))
 
-    def _preempt_batch(self, now: float) -> bool:
+    def _preempt_batch(self, now: float, scheduled: list[tuple[Sequence, int]], step: _Step) -> bool:
         """Free a slot and blocks for an interactive admission: the newest running batch
-        sequence goes back to the queue. False when none runs."""
+        sequence goes back to the queue, and out of this step if its decode was in it (its
+        tokens go back to the budget). False when none runs."""
         victim = next((seq for seq in reversed(self.running) if not self._urgent(seq, now)), None)
         if victim is None:
             return False
         self._preempt(victim)
+        for i, (seq, num_tokens) in enumerate(scheduled):
+            if seq is victim:
+                del scheduled[i]
+                step.budget += num_tokens
+                break
         return True
 
     def _start_running(self, seq: Sequence) -> None:
@@ -141,14 +148,15 @@ class Scheduler:
         preempted = False
         now = self.clock()
         urgent = lambda seq: self._urgent(seq, now)  # noqa: E731
-        prompt_step = self._interactive_prompt_due()  # batch work (but aged) sits this step out
+        prompt_step = self._interactive_prompt_due()  # batch prompt work (but aged) sits this step out
         budget = self.config.max_num_batched_tokens
         beside_interactive = prompt_step or any(map(self._interactive, self.running))
         step = _Step(budget, (self.config.batch_prefill_chunk or budget) if beside_interactive else budget, urgent)
         index = 0
         while index < len(self.running) and step.budget > 0:
             seq = self.running[index]
-            num_tokens = 0 if prompt_step and not urgent(seq) else step.tokens_for(seq)
+            sits_out = prompt_step and not urgent(seq) and seq.num_tokens - seq.num_computed_tokens > 1
+            num_tokens = 0 if sits_out else step.tokens_for(seq)
             if num_tokens == 0:  # sits this step out
                 index += 1
                 continue
@@ -172,15 +180,14 @@ class Scheduler:
             seq = self._next_waiting(now)
             if prompt_step and not urgent(seq):
                 break
-            # Batch sequences skipped this step were not scheduled, so preempting one is safe.
             slots_full = len(self.running) >= self.config.max_num_seqs
-            if slots_full and not (self._interactive(seq) and self._preempt_batch(now)):
+            if slots_full and not (self._interactive(seq) and self._preempt_batch(now, scheduled, step)):
                 break
             self.blocks.match_prefix(seq)
             num_tokens = step.tokens_for(seq)
             if num_tokens == 0 or not self.blocks.allocate(seq, num_tokens, keep_free=self.watermark_blocks):
                 self.blocks.free(seq)
-                if num_tokens and self._interactive(seq) and self._preempt_batch(now):
+                if num_tokens and self._interactive(seq) and self._preempt_batch(now, scheduled, step):
                     continue
                 if num_tokens and not self.running and not scheduled:
                     raise RuntimeError("KV pool too small for a single prompt chunk")
@@ -193,7 +200,7 @@ class Scheduler:
             step.take(seq, num_tokens)
         return scheduled
 
-    def finish(self, seq: Sequence) -> None:
+    def release(self, seq: Sequence) -> None:
         """Drop a finished (or aborted) sequence wherever it is and free its blocks."""
         if seq in self.running:
             self.running.remove(seq)

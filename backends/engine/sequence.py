@@ -97,15 +97,15 @@ class Sequence:
         if self.matcher is not None:
             self.matcher.consume_token(token)
         if self.guard is not None and self.guard.closed:
-            self.finish("length")  # the budget ran out: the ending was forced, the output still parses
+            self.mark_finished("length")  # the budget ran out: the ending was forced, the output still parses
         elif token in self.stop_ids:
-            self.finish("stop")
+            self.mark_finished("stop")
         elif self.matcher is not None and self.matcher.is_stopped():
-            self.finish("stop")  # the grammar is complete and allows nothing more
+            self.mark_finished("stop")  # the grammar is complete and allows nothing more
         elif self.num_output_tokens >= self.params.max_tokens:
-            self.finish("length")
+            self.mark_finished("length")
 
-    def finish(self, reason: str) -> None:
+    def mark_finished(self, reason: str) -> None:
         self.status = SequenceStatus.FINISHED
         self.finish_reason = reason
 

@@ -24,7 +24,7 @@ class RequestTimer:
             self.metrics.itl.labels(self.metrics.model).observe(now - self.last)
         self.last = now
 
-    def finish(self, prompt_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
+    def record_end(self, prompt_tokens: int, output_tokens: int, finish_reason: str | None) -> None:
         self.finished, self.end, self.output_tokens = True, time.monotonic(), output_tokens
         m = self.metrics
         m.e2e.labels(m.model).observe(self.end - self.start)

@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
 
-from ..handlers import CTX, STATE
+from ..context import STATE
 from .files import PURPOSE_INPUT, FileStore
 from .jsonl import ENDPOINTS, check_endpoint, read_lines
 from .runner import stores
@@ -28,7 +28,6 @@ def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
     """The state, the calling tenant and the stores; a 404 where this gateway has no Batch API."""
     state = request.app[STATE]
     tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    request[CTX].tenant = tenant.name
     if not state.config.batches.enabled:
         raise OpenAIError(404, "the Batch API is turned off in this gateway's config (batches.enabled)",
                           code="not_found")

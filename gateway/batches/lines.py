@@ -62,8 +62,8 @@ async def run_line(state, tenant, batch_id: str, index: int, line: BatchLine, ga
     """The line's result; raises TryLater for a rate limit, a spent budget or no worker."""
     ctx = RequestContext(f"{batch_id}-{index}")
     try:
-        answer = await serve(state, state.config, ctx, tenant, ENDPOINTS[line.url], line.body,
-                             priority=BATCH, gate=gate)
+        answer = await serve(state, state.config, ctx, tenant, ENDPOINTS[line.url], line.body, priority=BATCH,
+                             gate=gate)
         status, body = answer.status, json.loads(answer.body)
         if status in TRANSIENT:
             raise TryLater(_retry_after(answer.headers), f"upstream answered {status}")

@@ -22,7 +22,8 @@ from redis.exceptions import RedisError
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
 
-from ..handlers import CTX, STATE, explain_route
+from ..context import CTX, STATE
+from ..explain import explain_route
 from .access import require_console_access
 from .overview import overview
 from .quality import quality
@@ -96,7 +97,8 @@ async def route_json(request: web.Request) -> web.Response:
             raise bad_request(f"unknown tenant {tenant_name!r}", param="tenant")
         tenant = tenants[tenant_name]
     chat = {"model": model, "messages": [{"role": "user", "content": prompt}]}
-    return _json(await explain_route(state, state.config, tenant, chat, request[CTX]))
+    about, _ = await explain_route(state, state.config, tenant, chat, request[CTX])
+    return _json(about)
 
 
 async def quality_json(request: web.Request) -> web.Response:

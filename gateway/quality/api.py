@@ -13,6 +13,7 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
+from ..context import STATE
 from ..policy_seam import OpenPolicy
 from .hotswap import version_of
 from .monitor import top_tier
@@ -36,8 +37,6 @@ def _tier_summary(rows: list[dict]) -> dict:
 
 
 async def quality(request: web.Request) -> web.Response:
-    from ..handlers import STATE
-
     state = request.app[STATE]
     _require_admin(request, state)
     monitor, config = state.quality, state.config
@@ -78,8 +77,6 @@ async def quality(request: web.Request) -> web.Response:
 
 
 async def reload_classifier(request: web.Request) -> web.Response:
-    from ..handlers import STATE
-
     state = request.app[STATE]
     _require_admin(request, state)
     try:

@@ -2,7 +2,7 @@
 
 Request path (all O(1), never awaits): `threshold_shift` is what routing adds to the
 classifier's thresholds (policies/decision.py applies it); `begin` draws the sample (rate from config, or the tenant's policy);
-`finish`, after the answer was relayed and accounted, puts it on a bounded queue or drops it
+`submit`, after the answer was relayed and accounted, puts it on a bounded queue or drops it
 (counted). A fixed number of background tasks do the rest. Any error in here is logged and
 counted; it never reaches a client.
 """
@@ -127,7 +127,7 @@ class QualityMonitor:
             log.exception("quality sampling failed to start")
             return None
 
-    def finish(self, sample: Sample, outcome) -> None:
+    def submit(self, sample: Sample, outcome) -> None:
         """`outcome`: the request's relay.Outcome; only a clean 200 answer is worth judging."""
         try:
             opened = outcome.opened

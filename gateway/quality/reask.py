@@ -7,8 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import Config
-from ..context import RequestContext
-from ..upstream import PATHS, Opener
+from ..upstream import PATHS, Ask, Opener
 from .checks import Answer
 from .sample import Sample, parse_whole
 
@@ -36,9 +35,9 @@ async def ask(open_upstream: Opener, config: Config, sample: Sample, tier, max_t
     # the tenant's own max_tokens cap still applies; samples wait behind interactive traffic
     route = dataclasses.replace(route, tier=tier, affinity_keys=route.keys_for(tier, config),
                                 decision=dataclasses.replace(route.decision, priority="batch"))
-    ctx = RequestContext(f"{sample.request_id}.quality-{tier.name}"[:128])
-    opened = await open_upstream(config, ctx, route, PATHS[sample.kind], reask_body(sample.body, max_tokens),
-                                 False)
+    question = Ask(f"{sample.request_id}.quality-{tier.name}"[:128], route, PATHS[sample.kind],
+                   reask_body(sample.body, max_tokens), False, max_tokens)
+    opened = await open_upstream(config, question)
     try:
         if opened.tier.name != tier.name:
             raise ReaskError(f"tier {tier.name} unavailable (failed over to {opened.tier.name})")

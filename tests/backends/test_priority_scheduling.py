@@ -90,43 +90,54 @@ def test_batch_work_alone_gets_the_whole_budget():
     assert sum(n for _, n in scheduler.schedule()) == 16
 
 
-def test_a_step_that_computes_an_interactive_prompt_carries_no_batch_work():
+def test_a_step_that_computes_an_interactive_prompt_carries_no_batch_prompt_work():
     scheduler = _scheduler(64, max_num_batched_tokens=64)
     batch = [_seq(i * 10, 4, BATCH) for i in range(3)]
     _started(scheduler, *batch, steps=2)  # the batch sequences are decoding
-    user = _seq(100, 8)
+    chunked = _seq(40, 20, BATCH)  # a batch prompt halfway through its chunks
+    scheduler.add(chunked)
+    chunked.num_computed_tokens = 10
+    queued, user = _seq(70, 4, BATCH), _seq(100, 8)
+    scheduler.add(queued)
     scheduler.add(user)
-    assert scheduler.schedule() == [(user, 8)]  # the batch decodes sit this step out
+    # the decodes ride along; the batch prompt chunk and the queued batch request sit it out
+    assert scheduler.schedule() == [*[(seq, 1) for seq in batch], (user, 8)]
+    for seq in batch:
+        seq.num_computed_tokens += 1
+        seq.append_token(7)
     user.num_computed_tokens = 8
     user.append_token(7)
-    assert [seq for seq, _ in scheduler.schedule()] == [user, *batch]  # and come back with the next
+    assert [seq for seq, _ in scheduler.schedule()] == [user, *batch, chunked, queued]  # back with the next
 
 
-def test_batch_work_sits_out_every_chunk_of_a_long_interactive_prompt():
+def test_batch_prompts_sit_out_every_chunk_of_a_long_interactive_prompt():
     scheduler = _scheduler(64, max_num_batched_tokens=8)
     batch = _seq(0, 4, BATCH)
     _started(scheduler, batch)
-    user = _seq(100, 20)
+    user, queued = _seq(100, 20), _seq(50, 4, BATCH)
     scheduler.add(user)
+    scheduler.add(queued)
     chunks = []
     for _ in range(3):
         step = scheduler.schedule()
         chunks.append(step)
         for seq, n in step:
             seq.num_computed_tokens += n
-    assert chunks == [[(user, 8)], [(user, 8)], [(user, 4)]]
+            if seq is batch:
+                seq.append_token(7)
+    assert chunks == [[(batch, 1), (user, 7)], [(user, 8)], [(user, 5), (batch, 1)]]  # never the queued prompt
     user.append_token(7)
-    assert scheduler.schedule() == [(user, 1), (batch, 1)]
+    assert scheduler.schedule() == [(user, 1), (batch, 1), (queued, 4)]
 
 
-def test_an_aged_batch_sequence_keeps_decoding_beside_an_interactive_prompt():
+def test_batch_sequences_keep_decoding_beside_an_interactive_prompt():
     scheduler = _scheduler(64, max_num_batched_tokens=64, batch_max_wait_s=5.0)
     old, young = _seq(0, 4, BATCH), _seq(10, 4, BATCH)
     _started(scheduler, old, young)
     old.arrival_time = time.monotonic() - 6.0
     user = _seq(100, 8)
     scheduler.add(user)
-    assert scheduler.schedule() == [(old, 1), (user, 8)]
+    assert scheduler.schedule() == [(old, 1), (young, 1), (user, 8)]
 
 
 def test_interactive_work_takes_the_slot_of_the_newest_running_batch_sequence():
@@ -135,7 +146,7 @@ def test_interactive_work_takes_the_slot_of_the_newest_running_batch_sequence():
     _started(scheduler, first, second, queued, steps=2)
     user = _seq(100, 8)
     scheduler.add(user)
-    assert scheduler.schedule() == [(user, 8)]
+    assert scheduler.schedule() == [(first, 1), (user, 8)]  # the preempted one's decode left the step
     assert scheduler.running == [user, first]
     assert list(scheduler.waiting) == [second, queued]  # the preempted one is next in line
     assert scheduler.preemptions == {"interactive": 0, "batch": 1}
@@ -192,5 +203,5 @@ def test_aged_batch_requests_hold_no_batch_work_back():
     scheduler.add(old)
     assert scheduler.schedule() == [(running, 1)]  # no preemption for it, and no step sat out
     assert scheduler.num_preemptions == 0
-    scheduler.finish(running)
+    scheduler.release(running)
     assert scheduler.schedule() == [(old, 8)]  # admitted first, its prompt whole

@@ -75,5 +75,5 @@ async def test_n_copies_reuse_the_prompt_blocks_of_the_first():
     assert firsts[0].num_cached_tokens == 0
     assert [f.num_cached_tokens for f in firsts[1:]] == [full_blocks] * 3  # the prompt was computed once
     assert sorted(outputs) == [0, 1, 2, 3] and all(len(v) == 6 for v in outputs.values())
-    blocks = engine.engine.block_manager
+    blocks = engine.core.block_manager
     assert blocks.num_free_blocks == blocks.num_blocks

@@ -109,4 +109,4 @@ async def test_streamed_speculative_text_equals_plain_text():
     assert [t for d in deltas for t in d.token_ids] == plain
     assert "".join(d.text for d in deltas) == tokenizer.decode(plain, skip_special_tokens=True)
     assert [d.finished for d in deltas] == [False] * (len(deltas) - 1) + [True]
-    assert engine.engine.spec_stats.accepted_tokens > 0
+    assert engine.core.spec_stats.accepted_tokens > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from tests.gateway.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
+from tests.gateway.batches.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
 from tests.support import start_persistent_redis as start_redis, Pending, wait_for
 
 LINES = 40

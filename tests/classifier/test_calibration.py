@@ -4,7 +4,7 @@ import pytest
 
 from classifier import calibration
 from classifier import economics as econ
-from classifier.decision import decide_many
+from classifier.decision import levels_from_probs
 from classifier.evaluation import probabilities
 from classifier.metrics import macro_f1
 
@@ -36,11 +36,11 @@ def test_quality_target_is_met_at_lower_cost_than_top_tier(sample):
 def test_accuracy_target_keeps_the_under_routing_bound_and_beats_fixed_points(sample):
     probs, labels, costs = sample
     th = calibration.for_accuracy(probs, labels, max_under_routing=0.02)
-    routed = decide_many(probs, np.array([th[k] for k in (2, 3, 4)]))
+    routed = levels_from_probs(probs, np.array([th[k] for k in (2, 3, 4)]))
     assert calibration.report(probs, labels, costs, th)["under_routing_rate"] <= 0.02
     best = macro_f1(labels, routed)
     for fixed in ([0.5, 0.5, 0.5], [0.25, 0.25, 0.75], [0.1, 0.1, 0.1]):  # any grid point within the bound is no better
-        other = decide_many(probs, np.array(fixed))
+        other = levels_from_probs(probs, np.array(fixed))
         if np.mean(other[labels >= 3] == 1) <= 0.02:
             assert best >= macro_f1(labels, other)
     # an impossible bound falls back to the least under-routing on the grid
@@ -67,7 +67,7 @@ def test_cost_target_is_met(sample):
 
 def test_decision_is_monotone_in_threshold(sample):
     probs, labels, _ = sample
-    routed = decide_many(probs, np.repeat(np.linspace(0, 1, 11)[:, None], 3, axis=1))
+    routed = levels_from_probs(probs, np.repeat(np.linspace(0, 1, 11)[:, None], 3, axis=1))
     quality = (routed >= labels[None, :]).mean(axis=1)
     assert np.all(np.diff(quality) <= 1e-12) and quality[0] == 1.0
 

@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from classifier.decision import decide, decide_many, shifted
+from classifier.decision import level_from_probs, levels_from_probs, shifted
 from classifier.runtime import ComplexityClassifier, Prediction
 
 
@@ -39,14 +39,14 @@ def test_whole_conversation_is_read(shipped):
 
 def test_decide_shift_and_bias(shipped):
     probs = [0.7, 0.2, 0.07, 0.03]
-    base = shipped.decide(probs)
-    assert shipped.decide(probs, threshold_shift={2: -1.0}) >= 2
-    assert shipped.decide(probs, threshold_shift={2: -1.0, 3: -1.0, 4: -1.0}) == 4
-    assert shipped.decide([0.0, 0.0, 0.0, 1.0], threshold_shift={2: 1.0, 3: 1.0, 4: 1.0}) == 4  # P>=k is 1.0
-    assert shipped.decide(probs, bias=+10) == 4 and shipped.decide(probs, bias=-10) == 1
-    assert shipped.decide(probs, bias=1) == min(4, base + 1)
+    base = shipped.level_from_probs(probs)
+    assert shipped.level_from_probs(probs, threshold_shift={2: -1.0}) >= 2
+    assert shipped.level_from_probs(probs, threshold_shift={2: -1.0, 3: -1.0, 4: -1.0}) == 4
+    assert shipped.level_from_probs([0.0, 0.0, 0.0, 1.0], threshold_shift={2: 1.0, 3: 1.0, 4: 1.0}) == 4  # P>=k is 1.0
+    assert shipped.level_from_probs(probs, bias=+10) == 4 and shipped.level_from_probs(probs, bias=-10) == 1
+    assert shipped.level_from_probs(probs, bias=1) == min(4, base + 1)
     with pytest.raises(ValueError):
-        shipped.decide(probs, threshold_shift={1: 0.1})
+        shipped.level_from_probs(probs, threshold_shift={1: 0.1})
     pred = shipped.predict(prompt="hi", threshold_shift={2: -0.2})
     assert pred.thresholds[2] == pytest.approx(max(0.0, shipped.thresholds[2] - 0.2))
 
@@ -84,5 +84,5 @@ def test_single_request_decision_matches_the_vectorised_one():
         else:
             thresholds = {k: float(rng.uniform()) for k in (2, 3, 4)}
         shift = {3: float(rng.uniform(-0.5, 0.5))} if i % 3 == 0 else None
-        expected = int(decide_many(probs.astype(np.float64)[None, :], shifted(thresholds, shift))[0])
-        assert decide(probs, thresholds, shift) == expected
+        expected = int(levels_from_probs(probs.astype(np.float64)[None, :], shifted(thresholds, shift))[0])
+        assert level_from_probs(probs, thresholds, shift) == expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from policies.config import TenantPolicy
-from policies.decision import decide
+from policies.decision import decide_route
 from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind
 from tests.policies.policy_helpers import TIERS
 from wire.capabilities import Capabilities, needs_of
@@ -19,7 +19,7 @@ CAPS = {"small": Capabilities(max_context_tokens=2048),
 
 def run(body, model="auto", level=1, prompt_tokens=10, policy=TenantPolicy()):
     request = RouteRequest(model, Signal(level), needs_of({"messages": [], **body}, prompt_tokens, 256), CAPS, True)
-    return decide(policy, request, TIERS)
+    return decide_route(policy, request, TIERS)
 
 
 def refusal(body, **kwargs) -> OpenAIError:

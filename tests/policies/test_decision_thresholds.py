@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from classifier.decision import decide as classifier_decide
+from classifier.decision import level_from_probs
 from gateway.policy_seam import OpenPolicy
 from policies.config import TenantPolicy
-from policies.decision import BASE_THRESHOLDS, decide, effective_thresholds, level_for, tier_index_for_level
+from policies.decision import BASE_THRESHOLDS, decide_route, effective_thresholds, level_for, tier_index_for_level
 from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind
 from tests.policies.policy_helpers import TIERS
 
@@ -17,7 +17,7 @@ SCORES = (0.60, 0.15, 0.20, 0.05)  # P(>=2) = 0.4, P(>=3) = 0.25, P(>=4) = 0.05
 
 def route(preference=0.0, shift=None, scores=SCORES, thresholds=CALIBRATED, tiers=TIERS):
     signal = Signal(level_for(scores, thresholds or BASE_THRESHOLDS), scores, thresholds, shift)
-    return decide(TenantPolicy(quality_preference=preference), RouteRequest("auto", signal, explain=True), tiers)
+    return decide_route(TenantPolicy(quality_preference=preference), RouteRequest("auto", signal, explain=True), tiers)
 
 
 def thresholds_step(decision):
@@ -68,7 +68,7 @@ def test_tenant_preference_is_a_policy_move_against_the_classifiers_choice():
        st.fixed_dictionaries({k: st.floats(0.0, 1.0) for k in (2, 3, 4)}))
 def test_level_agrees_with_the_classifiers_own_decision(raw, thresholds):
     scores = [x / sum(raw) for x in raw]
-    assert level_for(scores, thresholds) == classifier_decide(scores, thresholds)
+    assert level_for(scores, thresholds) == level_from_probs(scores, thresholds)
 
 
 class _Tier:
@@ -86,6 +86,6 @@ def test_one_rule_for_the_cheapest_tier_at_or_above_a_level():
         request = RouteRequest("auto", Signal(level))
         expected = gappy[tier_index_for_level(levels, level)].name
         assert open_policy.decide(None, request, gappy).tier_name == expected
-        assert decide(TenantPolicy(), request, gappy).tier_name == expected
+        assert decide_route(TenantPolicy(), request, gappy).tier_name == expected
     # the open policy sorts a config's tiers itself (the config may list them in any order)
     assert open_policy.decide(None, RouteRequest("auto", Signal(2)), list(reversed(gappy))).tier_name == "high"

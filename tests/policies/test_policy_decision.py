@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from policies.config import Budgets, TenantPolicy
-from policies.decision import UsageSnapshot, decide
+from policies.decision import UsageSnapshot, decide_route
 from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind
 from tests.policies.policy_helpers import TIERS
 from wire.errors import OpenAIError
@@ -15,7 +15,7 @@ NONE = UsageSnapshot()
 
 def run(policy=TenantPolicy(), model="auto", level=None, usage=NONE, scores=None, thresholds=None, shift=None):
     signal = Signal(level, scores, thresholds, shift) if level is not None else None
-    return decide(policy, RouteRequest(model, signal, explain=True), TIERS, usage)
+    return decide_route(policy, RouteRequest(model, signal, explain=True), TIERS, usage)
 
 
 def kinds(decision):
@@ -142,8 +142,8 @@ def test_explaining_never_changes_the_decision(level, preference, bias, budget_h
     policy = TenantPolicy(quality_preference=preference, tier_bias=bias, budgets=Budgets(daily_soft=1))
     signal = Signal(level, (0.4, 0.3, 0.2, 0.1), {2: 0.5, 3: 0.3, 4: 0.2}, {3: -0.1})
     usage = UsageSnapshot(5 if budget_hit else 0, 0)
-    quiet = decide(policy, RouteRequest("auto", signal), TIERS, usage)
-    loud = decide(policy, RouteRequest("auto", signal, explain=True), TIERS, usage)
+    quiet = decide_route(policy, RouteRequest("auto", signal), TIERS, usage)
+    loud = decide_route(policy, RouteRequest("auto", signal, explain=True), TIERS, usage)
     assert quiet.steps == () and loud.steps
     assert (quiet.tier_name, quiet.routed_by, quiet.baseline_tier, quiet.unshifted_tier) == \
         (loud.tier_name, loud.routed_by, loud.baseline_tier, loud.unshifted_tier)

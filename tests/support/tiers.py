@@ -22,7 +22,7 @@ import pytest
 TIERS = ("unit", "slow", "live", "chaos", "browser")
 BY_PATH = {  # a folder or module -> its tier
     "tests/chaos": "chaos",
-    "tests/console/test_console_browser.py": "browser",
+    "tests/gateway/console/test_console_browser.py": "browser",
     "tests/fuzz": "live",  # every fuzz module drives a gateway process (tests/fuzz/live_stack.py)
 }
 # fixtures that start processes: a stack of workers and gateways, one worker, a redis-server, ...

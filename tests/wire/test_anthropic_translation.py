@@ -73,7 +73,7 @@ def test_stream_event_sequence():
     events += s.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]},
                                    "finish_reason": "tool_calls"}]})
     events += s.feed({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}})
-    events += s.finish()
+    events += s.end()
     assert [n for n, _ in events] == ["message_start", "content_block_start", "content_block_delta",
                                       "content_block_stop", "content_block_start", "content_block_delta",
                                       "content_block_delta", "content_block_stop", "message_delta", "message_stop"]

@@ -29,10 +29,9 @@ def test_each_parameter_maps_to_its_capability_and_names_itself():
     assert completion.features == ("logprobs",) and completion.param_for("max_context_tokens") == "prompt"
 
 
-def test_context_need_is_prompt_plus_max_tokens_or_the_default():
+def test_context_need_is_the_prompt_plus_what_it_may_generate():
     assert needs_of(CHAT, 100, 256).context_tokens == 356
-    assert needs_of({**CHAT, "max_tokens": 10}, 100, 256).context_tokens == 110
-    assert needs_of({**CHAT, "max_completion_tokens": 20, "max_tokens": 10}, 100, 256).context_tokens == 120
+    assert needs_of({**CHAT, "tools": TOOL}, 100, 10).context_tokens == 110
 
 
 def test_unstated_means_not_capable_but_an_unstated_window_is_not_checked():

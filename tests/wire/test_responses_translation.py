@@ -85,7 +85,7 @@ def test_stream_event_sequence():
     events += s.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ':1}'}}]},
                                    "finish_reason": "tool_calls"}]})
     events += s.feed({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4}})
-    events += s.finish()
+    events += s.end()
     names = [name for name, _ in events]
     assert names == ["response.created", "response.in_progress", "response.output_item.added",
                      "response.content_part.added", "response.output_text.delta", "response.output_text.delta",

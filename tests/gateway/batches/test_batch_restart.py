@@ -13,12 +13,12 @@ import yaml
 
 from launcher import commands
 from launcher.group import clean_env
-from tests.gateway.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
+from tests.gateway.batches.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
 from tests.support import free_port, wait_for
 
 pytestmark = pytest.mark.live  # gateway processes, one of them killed
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 LINES = 60
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from classifier.runtime import METADATA_FILE, MODEL_FILE, PACKAGED_MODEL_DIR
-from tests.quality.quality_helpers import two_tier_config
+from tests.gateway.quality.quality_helpers import two_tier_config
 from tests.support import wait_for
 
 pytestmark = pytest.mark.live  # runs `python -m classifier` to export, train and swap
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 SEEN = ["Chile", "Kenya", "Norway", "Peru", "Egypt", "Japan", "Canada", "Brazil", "Spain", "India", "Ghana",
         "Nepal", "Cuba", "Fiji", "Laos", "Mali", "Oman", "Qatar", "Italy", "Sudan"]
 UNSEEN = ["Mongolia", "Bolivia", "Angola", "Sweden", "Vietnam", "Austria"]

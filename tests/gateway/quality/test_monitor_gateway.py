@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.quality.quality_helpers import EASY, step_to_leave_tier_1, two_tier_config
+from tests.gateway.quality.quality_helpers import EASY, step_to_leave_tier_1, two_tier_config
 from tests.support import wait_for
 from tests.support.metrics import metric
 

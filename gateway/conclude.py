@@ -1,4 +1,4 @@
-"""After the answer: `finish(outcome)` does everything that follows it in one place and this
+"""After the answer: `conclude(outcome)` does everything that follows it in one place and this
 order:
 
 1. give the upstream connection back (pooled when the answer completed, closed when it was
@@ -9,7 +9,7 @@ order:
 5. the quality monitor's sample (queued; never waited on);
 6. settle the tenant's admission in Redis, shielded so a client disconnect cannot skip billing.
 
-The `Outcome` (relay.py) is final when it arrives here; finish reads it and writes nothing back.
+The `Outcome` (relay.py) is final when it arrives here; conclude reads it and writes nothing back.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from policies.service import PolicyService as TenantPolicies
 from webwire.tracing import traced
 
 from .accounting import Accounted, publish_spend, record_cost, record_request
-from .config import Config
 from .console.activity import ActivityLog, Served
 from .context import RequestContext
 from .metrics import METRICS
@@ -31,7 +30,7 @@ from .policy_seam import PolicyService
 from .quality.monitor import QualityMonitor
 from .quality.sample import Sample
 from .relay import Outcome
-from .routing import Route
+from .request import GatewayRequest
 from .trace_spans import annotate
 
 log = logging.getLogger(__name__)
@@ -39,56 +38,55 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """The request finish() closes: its context, route, admission and quality sample (if drawn)."""
-    ctx: RequestContext
-    route: Route
+    """The request conclude() closes: the request, its admission and its quality sample (if drawn)."""
+    request: GatewayRequest
     admission: Any  # the policy's own token, handed back to it on settle
     sample: Sample | None
 
 
 @dataclass(frozen=True, slots=True)
 class Sinks:
-    """Everything finish() reports to, and nothing else of the process state. `config` and
-    `policy` are the request's own snapshots: a reload meanwhile changes neither."""
-    config: Config
+    """Everything conclude() reports to, and nothing else of the process state. `policy` is the
+    request's own snapshot: a reload meanwhile does not change it."""
     policy: PolicyService
     activity: ActivityLog
     quality: QualityMonitor
 
 
 @traced("finish")
-async def finish(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
-    ctx, route, opened = admitted.ctx, admitted.route, outcome.opened
-    annotate(ctx, route, outcome)
+async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
+    request, opened = admitted.request, outcome.opened
+    route, ctx, tenant = request.route, request.ctx, request.tenant.name
+    annotate(request, outcome)
     if opened is not None:
         opened.backend.on_done()
         if outcome.cut:
             opened.response.close()
         else:
             opened.response.release()
-    _observe(ctx, outcome)
-    accounted = record_request(sinks.config, ctx.tenant, route, outcome)
+    _observe(ctx, tenant, outcome)
+    accounted = record_request(request.config, tenant, route, outcome)
     for dropped in outcome.discarded:
-        record_cost(ctx.tenant, dropped.tier, dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
+        record_cost(tenant, dropped.tier, dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
     if sinks.activity.enabled:
-        sinks.activity.record(_served(ctx, route, outcome, accounted))
+        sinks.activity.record(_served(request, outcome, accounted))
     if admitted.sample is not None:
-        sinks.quality.finish(admitted.sample, outcome)
-    await asyncio.shield(_settle(sinks.policy, admitted.admission, ctx, outcome))
+        sinks.quality.submit(admitted.sample, outcome)
+    await asyncio.shield(_settle(sinks.policy, admitted.admission, request, outcome))
 
 
-async def _settle(policy: PolicyService, admission, ctx: RequestContext, outcome: Outcome) -> None:
+async def _settle(policy: PolicyService, admission, request: GatewayRequest, outcome: Outcome) -> None:
     usage = outcome.usage
     try:
-        await policy.settle(admission, ctx.request_id, outcome.served.name, usage.prompt_tokens,
+        await policy.settle(admission, request.id, outcome.served.name, usage.prompt_tokens,
                             usage.completion_tokens)
         for i, dropped in enumerate(outcome.discarded, start=1):  # served too: billed under ids of their own
-            await policy.settle(_uncharged(admission), f"{ctx.request_id}:reask-{i}", dropped.tier.name,
+            await policy.settle(_uncharged(admission), f"{request.id}:reask-{i}", dropped.tier.name,
                                 dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
         if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
-            publish_spend(policy, ctx.tenant)
+            publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left
-        log.exception("settle failed for request %s", ctx.request_id)
+        log.exception("settle failed for request %s", request.id)
 
 
 def _uncharged(admission):
@@ -102,11 +100,11 @@ def _count_tokens(tenant: str, tier, usage) -> None:
         METRICS.tokens.labels(tenant, tier.name, tier.model, "out").inc(usage.completion_tokens)
 
 
-def _observe(ctx: RequestContext, outcome: Outcome) -> None:
+def _observe(ctx: RequestContext, tenant: str, outcome: Outcome) -> None:
     tier, usage = outcome.served, outcome.usage
-    _count_tokens(ctx.tenant, tier, usage)
+    _count_tokens(tenant, tier, usage)
     for dropped in outcome.discarded:
-        _count_tokens(ctx.tenant, dropped.tier, dropped.usage)
+        _count_tokens(tenant, dropped.tier, dropped.usage)
     now = time.perf_counter()
     METRICS.e2e.labels(tier.name, tier.model).observe(now - ctx.start)
     if usage.first_token_at:
@@ -116,12 +114,13 @@ def _observe(ctx: RequestContext, outcome: Outcome) -> None:
                 (now - usage.first_token_at) / (usage.completion_tokens - 1))
 
 
-def _served(ctx: RequestContext, route: Route, outcome: Outcome, accounted: Accounted | None) -> Served:
+def _served(request: GatewayRequest, outcome: Outcome, accounted: Accounted | None) -> Served:
+    route, ctx = request.route, request.ctx
     c, usage = route.classification, outcome.usage
-    return Served(kind=outcome.kind, tenant=ctx.tenant, requested_model=route.requested_model,
+    return Served(kind=outcome.kind, tenant=request.tenant.name, requested_model=route.requested_model,
                   tier=outcome.served.name, reason=accounted.reason if accounted else None,
                   scores=c.scores if c else None, latency_ms=(time.perf_counter() - ctx.start) * 1000.0,
                   prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                   cost_micro=accounted.cost_micro if accounted else 0,
                   top_cost_micro=accounted.top_cost_micro if accounted else 0,
-                  request_id=ctx.request_id, prompt=route.prompt_text or None)
+                  request_id=request.id, prompt=route.prompt_text or None)

@@ -22,7 +22,7 @@ from tests.support.metrics import metric, scrape
 
 ADMIN, TENANT_KEY = "sk-browser-admin", "sk-browser-acme"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-OUTPUT = Path(os.environ.get("TIERGATE_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output")) / "console"
+OUTPUT = Path(os.environ.get("TIERGATE_TEST_OUTPUT", Path(__file__).resolve().parents[3] / "test-output")) / "console"
 HARD_PROMPT = "Prove that there are infinitely many primes, then design a distributed consensus protocol."
 
 

@@ -13,7 +13,7 @@ from gateway.quality.checks import Answer, failed_checks, script_of
 from gateway.quality.config import QualityConfig
 from gateway.quality.controller import Controller
 from gateway.quality.store import QualityStore
-from tests.quality.quality_helpers import two_tier_config
+from tests.gateway.quality.quality_helpers import two_tier_config
 from tests.support import SHARED_REDIS, wait_for
 from wire.errors import OpenAIError
 

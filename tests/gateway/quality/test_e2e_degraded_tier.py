@@ -18,7 +18,7 @@ import json
 import urllib.request
 
 from tests.gateway.e2e_stack import Stack, tier
-from tests.quality.quality_helpers import EASY, step_to_leave_tier_1
+from tests.gateway.quality.quality_helpers import EASY, step_to_leave_tier_1
 
 QUALITY = {"sampling_rate": 1.0, "window": 20, "min_samples": 10, "trigger": 0.3, "recover": 0.15,
            "step": step_to_leave_tier_1(), "max_steps": 1, "refresh_s": 0.25, "concurrency": 4}

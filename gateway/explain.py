@@ -1,0 +1,50 @@
+"""/v1/route: the decision for a request without generating it (the console's explorer asks too)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .context import CTX, STATE, RequestContext, credentials
+from .config import Config
+from .request import max_tokens_asked, parse, read_body
+from .routing import plan_route
+from .upstream import choose
+
+if TYPE_CHECKING:
+    from .state import GatewayState
+
+
+async def route_dry_run(request: web.Request) -> web.Response:
+    """Every step of the decision, routed_by, and the worker that would be chosen."""
+    state = request.app[STATE]
+    config = state.config
+    body = await read_body(request, config.limits.max_body_bytes)
+    tenant = state.policy.authenticate(credentials(request))
+    about, headers = await explain_route(state, config, tenant, body, request[CTX])
+    return web.json_response(about, headers=headers)
+
+
+async def explain_route(state: GatewayState, config: Config, tenant, body: dict,
+                        ctx: RequestContext) -> tuple[dict, dict[str, str]]:
+    """/v1/route's answer for `body` as `tenant` would send it, and the headers it carries."""
+    parsed = parse("chat" if "messages" in body else "completion", body)
+    route = plan_route(state, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
+    pick, keys = await choose(state, config, route, route.tier, set())
+    c, decision = route.classification, route.decision
+    about = {
+        "object": "tiergate.route",
+        "requested_model": route.requested_model,
+        "tier": route.tier.name,
+        "model": route.tier.model,
+        "routed_by": decision.routed_by.value,
+        "classifier": {"name": c.classifier, "tier": c.tier, "scores": c.scores} if c else None,
+        "steps": decision.explain(),
+        "capabilities": state.capabilities[route.tier.name].as_dict(),
+        "priority": decision.priority,
+        "max_tokens_cap": decision.max_tokens_cap,
+        "backend": pick.backend.url if pick else None,
+        "affinity": (pick.affinity if keys else "none") if pick else None,
+        "tenant": tenant.name,
+    }
+    return about, ctx.headers(route.tier, pick.backend.label if pick else "none")

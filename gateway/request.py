@@ -1,0 +1,72 @@
+"""The request as the path sees it: its JSON body read within the size limit, parsed for its
+kind, and built once by `handlers.serve` into a frozen `GatewayRequest` that every later step
+reads and none writes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from policies.decision import Decision
+from webwire.errors import read_json_object
+from webwire.tracing import traced
+from wire.embeddings import EmbeddingsRequest, parse_embeddings
+from wire.errors import OpenAIError
+from wire.requests import ChatRequest, CompletionRequest, parse_chat, parse_completion
+
+from .config import Config, Tier
+from .context import RequestContext
+from .routing import Route
+
+PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
+
+
+async def read_body(request: web.Request, limit: int) -> dict:
+    if request.content_length is not None and request.content_length > limit:
+        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
+    body = await read_json_object(request)
+    if len(await request.read()) > limit:  # chunked uploads carry no Content-Length (read() is cached)
+        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
+    return body
+
+
+@traced("parse")
+def parse(kind: str, body: dict) -> ChatRequest | CompletionRequest | EmbeddingsRequest:
+    """The validated request of `kind` (chat, completion or embeddings), or a 400 naming the field."""
+    return PARSERS[kind](body)
+
+
+def max_tokens_asked(parsed: ChatRequest | CompletionRequest, config: Config) -> int:
+    """What a generation request may generate before any cap: its own max_tokens (chat's
+    max_completion_tokens first, as the parser reads them) or the configured default."""
+    return parsed.params.max_tokens or config.limits.default_max_tokens
+
+
+def max_tokens_on(requested: int, decision: Decision, tier: Tier) -> int:
+    """The one max_tokens rule: what the client asked for (or the configured default), capped by
+    the tenant's policy and by the tier. Admission reserves it and the tier's worker gets it."""
+    caps = [c for c in (decision.max_tokens_cap, tier.max_tokens_cap) if c]
+    return min(requested, *caps) if caps else requested
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayRequest:
+    ctx: RequestContext  # id, start time, trace span
+    kind: str            # chat, completion or embeddings
+    tenant: Any          # the policy's tenant (policies.keys.Tenant, or the open policy's anonymous one)
+    parsed: ChatRequest | CompletionRequest | EmbeddingsRequest
+    body: dict           # the client's JSON: each tier's own body is built from it (upstream.Ask)
+    route: Route
+    config: Config       # the snapshot this request runs under, whatever a reload does meanwhile
+    max_tokens: int      # asked for, or the configured default; 0 for embeddings
+    stream: bool
+    include_usage: bool  # the client asked for the usage chunk of a stream
+
+    @property
+    def id(self) -> str:
+        return self.ctx.request_id
+
+    @property
+    def max_tokens_reserved(self) -> int:
+        return max_tokens_on(self.max_tokens, self.route.decision, self.route.tier)
