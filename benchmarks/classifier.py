@@ -4,8 +4,9 @@ calibrated on), an outcome simulation (benchmarks/classifier_outcomes.py) on a s
 on real answers of our two shipped models (benchmarks/classifier_real_outcomes.py), and
 single-request latency. Last stdout line: one JSON object.
 
-Goals (issue 12): under-routing (true tier >= 3 routed to tier 1) <= 3%, macro-F1 >= 0.75,
-tier-2 recall >= 0.6, APGR >= 0.70 after 10% of the outcomes, latency p99 <= 1 ms.
+Goals (issues 12 and 30): under-routing (true tier >= 3 routed to tier 1) <= 3%, macro-F1 >= 0.75,
+tier-2 recall >= 0.6, APGR >= 0.70 after 20% of the outcomes, latency p99 <= 3 ms (also with a
+full outcome memory and every level's outcome model fitted).
 """
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ from pathlib import Path
 import numpy as np
 
 from classifier.dataset import load_splits, read_jsonl
+from classifier.features import extract_many
 from classifier.metrics import macro_f1
+from classifier.outcome_fit import fit
+from classifier.outcome_model import CAPACITY
 from classifier.runtime import ComplexityClassifier
+from classifier.static_vectors import DIMS
 
 from .classifier_outcomes import simulate, synthetic_stress_set
 from .classifier_real_outcomes import build as real_outcomes
@@ -72,6 +77,16 @@ def _clipped(row: dict) -> dict:
     return {"messages": msgs}
 
 
+def _full_outcomes(clf: ComplexityClassifier, requests: list[dict]):
+    """The serving worst case: every level fitted, the similarity memory at capacity."""
+    texts, numeric = extract_many(requests)
+    reps = -(-CAPACITY // len(requests))
+    numeric = np.tile(numeric, (reps, 1))[:CAPACITY]
+    probs = np.tile(clf.probabilities(texts, numeric[:len(texts)]), (reps, 1))[:CAPACITY]
+    known = np.random.default_rng(0).integers(0, 2, size=(CAPACITY, 4)).astype(np.int8)
+    return fit(numeric, probs, known, DIMS)
+
+
 def main(skip_simulation: bool = False) -> dict:
     clf = ComplexityClassifier.load()
     held = read_jsonl(HELDOUT_AUTHORS)
@@ -83,6 +98,9 @@ def main(skip_simulation: bool = False) -> dict:
     random.Random(1).shuffle(requests)
     log(f"latency: {LATENCY_REQUESTS} single requests")
     result["latency_ms"] = latency(clf, requests, LATENCY_REQUESTS)
+    log(f"latency with a full outcome memory ({CAPACITY} rows) and fitted models")
+    result["latency_ms_full_outcomes"] = latency(clf.with_outcomes(_full_outcomes(clf, requests)), requests,
+                                                 LATENCY_REQUESTS)
     if not skip_simulation:
         real, answered = real_outcomes()
         log(f"real-answer outcomes: {answered}")
@@ -90,14 +108,14 @@ def main(skip_simulation: bool = False) -> dict:
                                         "real_answers": {"models": answered, **simulate(real, log)}}
     h = result["heldout_authors"]
     sims = result.get("outcome_simulation", {})
-    sim10 = sims.get("synthetic_stress", {}).get("10%", {})
-    real10 = sims.get("real_answers", {}).get("10%", {})
+    sim20 = sims.get("synthetic_stress", {}).get("20%", {})
+    real20 = sims.get("real_answers", {}).get("20%", {})
     result["goals"] = {
         "under_routing_le_3pct": h["under_routing_rate"] <= 0.03, "macro_f1_ge_0_75": h["macro_f1"] >= 0.75,
         "tier2_recall_ge_0_6": h["recall_per_tier"]["2"] >= 0.6,
-        "apgr_after_10pct_ge_0_70": sim10.get("apgr_after", 0) >= 0.70 if sim10 else None,
-        "apgr_after_10pct_real_answers_ge_0_70": real10.get("apgr_after", 0) >= 0.70 if real10 else None,
-        "latency_p99_le_1ms": result["latency_ms"]["p99"] <= 1.0}
+        "apgr_after_20pct_ge_0_70": sim20.get("apgr_after", 0) >= 0.70 if sim20 else None,
+        "apgr_after_20pct_real_answers_ge_0_70": real20.get("apgr_after", 0) >= 0.70 if real20 else None,
+        "latency_p99_le_3ms": max(result["latency_ms"]["p99"], result["latency_ms_full_outcomes"]["p99"]) <= 3.0}
     return result
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from classifier.dataset import load_splits
-from classifier.runtime import ComplexityClassifier
+from classifier.runtime import PACKAGED_MODEL_DIR, ComplexityClassifier
 
 FRACTIONS = (0.05, 0.10, 0.20)
 SHARES = np.linspace(0, 1, 101)
@@ -58,12 +59,13 @@ def apgr_and_share(scores: np.ndarray, weak: np.ndarray, strong: np.ndarray) -> 
 
 
 def _route_scores(model_dir: str | Path | None, rows: list[dict]) -> np.ndarray:
+    """P(the weak tier is not good enough): the strong tier goes to the highest first."""
     clf = ComplexityClassifier.load(model_dir)
-    return np.array([1.0 - p.probs[0] for p in clf.predict_many(rows)])
+    return np.array([1.0 - p.p_good[0] for p in clf.predict_many(rows)])
 
 
 def simulate(outcome_rows: list[dict], log, seed: int = 3) -> dict:
-    from classifier.pipeline import train  # scikit-learn: benchmark/training side only
+    from classifier.pipeline import learn_outcomes, train  # scikit-learn: benchmark/training side only
 
     rows = list(outcome_rows)
     random.Random(seed).shuffle(rows)
@@ -80,8 +82,13 @@ def simulate(outcome_rows: list[dict], log, seed: int = 3) -> dict:
             train(None, Path(tmp) / f"model-{frac}", outcomes=[str(path)], progress=lambda _: None)
             before = apgr_and_share(_route_scores(None, rest), weak, strong)
             after = apgr_and_share(_route_scores(Path(tmp) / f"model-{frac}", rest), weak, strong)
+            kept = Path(tmp) / f"kept-{frac}"  # the shipped classifier as it is, outcome models on top
+            shutil.copytree(PACKAGED_MODEL_DIR, kept)
+            learn_outcomes(kept, [str(path)])
+            on_top = apgr_and_share(_route_scores(kept, rest), weak, strong)
             report[f"{int(frac * 100)}%"] = {
                 "fed_rows": cut, "evaluated_rows": len(rest),
-                "apgr_before": before[0], "apgr_after": after[0],
-                "strong_share_for_95pct_before": before[1], "strong_share_for_95pct_after": after[1]}
+                "apgr_before": before[0], "apgr_after": after[0], "apgr_after_without_retraining": on_top[0],
+                "strong_share_for_95pct_before": before[1], "strong_share_for_95pct_after": after[1],
+                "strong_share_for_95pct_after_without_retraining": on_top[1]}
     return report

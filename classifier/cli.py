@@ -1,4 +1,4 @@
-"""`python -m classifier train|evaluate|calibrate|predict|export-feedback` (see --help of each)."""
+"""`python -m classifier train|evaluate|calibrate|predict|replay|export-feedback` (see --help of each)."""
 from __future__ import annotations
 
 import argparse
@@ -58,7 +58,7 @@ def cmd_predict(args) -> dict:
     if args.data:  # one JSON line per request, in input order
         requests = read_jsonl(args.data, need_label=False)
         for p in clf.predict_many(requests):
-            print(json.dumps({"tier": p.tier, "scores": [round(x, 6) for x in p.probs]}))
+            print(json.dumps({"tier": p.tier, "scores": [round(x, 6) for x in p.probs], "p_good": _by_level(p.p_good)}))
         return None
     if args.messages:
         requests = [{"messages": json.loads(args.messages)}]
@@ -66,7 +66,19 @@ def cmd_predict(args) -> dict:
         requests = [{"prompt": args.prompt if args.prompt is not None else sys.stdin.read()}]
     preds = clf.predict_many(requests)
     return {"version": clf.version,
-            "predictions": [{"tier": p.tier, "probs": [round(x, 4) for x in p.probs]} for p in preds]}
+            "predictions": [{"tier": p.tier, "probs": [round(x, 4) for x in p.probs], "p_good": _by_level(p.p_good)}
+                            for p in preds]}
+
+
+def _by_level(values: list[float]) -> dict[str, float]:
+    return {str(level): round(v, 6) for level, v in enumerate(values, start=1)}
+
+
+def cmd_replay(args) -> dict:
+    from .replay import replay_file
+    if args.quality_target is not None and not 0 <= args.quality_target <= 1:
+        raise ValueError("--quality-target must be from 0 to 1")
+    return replay_file(args.outcomes, args.model, args.candidate, args.quality_target, args.config)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,8 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--prompt")
     group.add_argument("--messages", help="JSON list of {role, content}")
-    group.add_argument("--data", help="JSONL of requests: prints one {tier, scores} line per request")
+    group.add_argument("--data", help="JSONL of requests: prints one {tier, scores, p_good} line per request")
     p.set_defaults(run=cmd_predict)
+
+    p = sub.add_parser("replay", help="a router on known outcomes: tier mix, quality, cost, APGR; against a "
+                                      "candidate and random")
+    p.add_argument("--outcomes", required=True, help="outcome JSONL (train --outcomes' format, export-feedback's)")
+    p.add_argument("--model", default=default_model, help="the serving router's model folder")
+    p.add_argument("--candidate", help="a candidate model folder to compare")
+    p.add_argument("--quality-target", type=float,
+                   help="route to the cheapest tier whose P(good enough) exceeds this (default: each model's "
+                        "calibrated thresholds)")
+    p.set_defaults(run=cmd_replay)
 
     from .feedback import add_parser as add_export_feedback
     add_export_feedback(sub)  # export-feedback: quality samples in Redis -> training rows

@@ -58,7 +58,9 @@ def outcome_rows_from_samples(samples) -> tuple[list[dict], dict]:
         if not request or level is None or sample.get("verdict") not in ("pass", "fail"):
             stats["without_request"] += 1
             continue
-        rows.append(outcome_row(json.loads(request), int(level), sample["verdict"] == "pass"))
+        reference = sample.get("reference_level")
+        rows.append(outcome_row(json.loads(request), int(level), sample["verdict"] == "pass",
+                                int(reference) if reference else None))
     return rows, stats
 
 

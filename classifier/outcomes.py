@@ -44,20 +44,39 @@ def label_for(levels: dict[int, bool]) -> int | None:
     return None
 
 
+def parse_line(row, where: str) -> tuple[dict, dict[int, bool]]:
+    """One outcome line's request and its outcomes by level, validated (ValueError names `where`)."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: an outcome line must be a JSON object")
+    request = {k: row[k] for k in ("messages", "prompt") if k in row}
+    if not isinstance(request.get("messages"), list) and not isinstance(request.get("prompt"), str):
+        raise ValueError(f"{where}: needs 'messages' (a list) or 'prompt' (a string)")
+    return request, _levels(row.get("outcomes"), where)
+
+
+def read_outcome_lines(path: str | Path) -> tuple[list[dict], list[dict[int, bool]]]:
+    """Each line's request and its outcomes by level, validated."""
+    parsed = [parse_line(row, f"{path}:{n}") for n, row in enumerate(read_jsonl(path, need_label=False), 1)]
+    return [r for r, _ in parsed], [lv for _, lv in parsed]
+
+
 def read_outcomes(path: str | Path) -> tuple[list[dict], dict]:
     """Training rows (with `tier` and `weight`) from one outcome file, plus counts."""
-    rows, skipped = [], 0
+    rows, skipped, lines = [], 0, 0
     for n, row in enumerate(read_jsonl(path, need_label=False), 1):
+        lines += 1
         label = label_for(_levels(row.get("outcomes"), f"{path}:{n}"))
         if label is None:
             skipped += 1
             continue
         request = {k: row[k] for k in ("messages", "prompt") if k in row}
         rows.append({**request, "tier": label, "weight": OUTCOME_WEIGHT, "source": "outcomes"})
-    return rows, {"file": str(path), "rows": len(rows), "skipped_uninformative": skipped}
+    return rows, {"file": str(path), "lines": lines, "rows": len(rows), "skipped_uninformative": skipped}
 
 
-def outcome_row(request: dict, level: int, passed: bool) -> dict:
-    """One outcome line for a request judged on one tier level (the quality monitor's export)."""
+def outcome_row(request: dict, level: int, passed: bool, reference_level: int | None = None) -> dict:
+    """One outcome line for a request judged on one tier level against the top tier's answer (the
+    quality monitor's verdicts): the reference level counts as good enough, by construction."""
     body = {k: request[k] for k in ("messages", "prompt") if k in request}
-    return {**body, "outcomes": {str(int(level)): bool(passed)}}
+    outcomes = {str(int(reference_level)): True} if reference_level and int(reference_level) > int(level) else {}
+    return {**body, "outcomes": {str(int(level)): bool(passed), **outcomes}}

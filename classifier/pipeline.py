@@ -15,7 +15,7 @@ from . import economics as econ
 from .dataset import load_splits, read_jsonl
 from .evaluation import evaluate_rows, probabilities
 from .features import FEATURE_NAMES
-from .outcomes import read_outcomes
+from .outcomes import read_outcome_lines, read_outcomes
 from .runtime import METADATA_FILE, MODEL_FILE, ComplexityClassifier
 from .static_vectors import vectors_digest
 
@@ -82,8 +82,36 @@ def train(data: str | Path | None, out: str | Path, feedback: list[str] = (), pr
     sample = calibration_sample(splits) + outcome_rows
     progress(f"calibrating on {len(sample)} rows")
     calibrate(out, sample, config=config, max_under_routing=TRAIN_MAX_UNDER_ROUTING)
+    if outcomes:
+        progress(f"fitting the per-tier outcome models on {sum(s['lines'] for s in outcome_stats)} outcome lines")
+        learn_outcomes(out, outcomes)
     progress("evaluating")
     return evaluate(out, splits, config=config, store=True)
+
+
+def learn_outcomes(model_dir: str | Path, paths: list[str]) -> dict:
+    """Fit the per-tier outcome models of classifier/outcome_model.py into `model_dir`."""
+    from .features import extract_many
+    from .outcome_fit import fit
+    from .outcome_model import known_levels
+    from .static_vectors import DIMS
+
+    requests, levels = [], []
+    for path in paths:
+        more, known = read_outcome_lines(path)
+        requests += more
+        levels += known
+    clf = ComplexityClassifier.load(model_dir)
+    texts, numeric = extract_many(requests)
+    known = np.stack([known_levels(lv) for lv in levels]) if levels else np.zeros((0, 4), np.int8)
+    model = fit(numeric, clf.probabilities(texts, numeric), known, DIMS)
+    model.save(model_dir)
+    stats = {"outcome_lines": len(requests), "fitted_levels": [i + 1 for i, f in enumerate(model.fits) if f]}
+    path = Path(model_dir) / METADATA_FILE
+    metadata = json.loads(path.read_text())
+    metadata["outcome_model"] = stats
+    path.write_text(json.dumps(metadata, indent=2) + "\n")
+    return stats
 
 
 def calibrate(model_dir: str | Path, rows: list[dict], config=None, shares: list[float] | None = None,

@@ -2,7 +2,10 @@
 
     clf = ComplexityClassifier.load()          # the model shipped in classifier/model/
     pred = clf.predict(messages=[{"role": "user", "content": "hi"}])
-    pred.tier, pred.probs, pred.thresholds
+    pred.tier, pred.probs, pred.thresholds, pred.p_good
+
+A model folder may hold past outcomes (`outcomes.npz`, classifier/outcome_model.py): they move
+the class probabilities away from the classifier's own, so every threshold acts on P(good enough).
 
 Thread-safe: features are pure functions and onnxruntime's `run` may be called
 concurrently on one session.
@@ -17,8 +20,9 @@ import numpy as np
 import onnxruntime as ort
 
 from .decision import DEFAULT_THRESHOLDS, level_from_probs, levels_from_probs, shifted, shifted_values
-from .features import extract
-from .static_vectors import vectors_digest
+from .features import FEATURE_NAMES, extract
+from .outcome_model import OutcomeModel, probs_from_p_good
+from .static_vectors import DIMS, vectors_digest
 
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
 MODEL_FILE = "complexity.onnx"
@@ -28,17 +32,25 @@ METADATA_FILE = "metadata.json"
 @dataclass(frozen=True)
 class Prediction:
     tier: int
-    probs: list[float]
+    probs: list[float]  # after outcomes; the classifier's own when there are none
     thresholds: dict[int, float]
+    p_good: list[float]  # P(tier level L is good enough), L = 1..4
+    evidence: list[float]  # weight of the past outcomes behind each p_good (0: the prior alone)
+    prior: list[float]  # the classifier's own class probabilities
 
 
 class ComplexityClassifier:
-    def __init__(self, session: ort.InferenceSession, metadata: dict):
+    def __init__(self, session: ort.InferenceSession, metadata: dict, outcomes: OutcomeModel | None = None):
         self._session = session
         self.metadata = metadata
         self.version: str = metadata.get("version", "unknown")
         raw = metadata.get("thresholds") or DEFAULT_THRESHOLDS
         self.thresholds: dict[int, float] = {int(k): float(v) for k, v in raw.items()}
+        self.outcomes = outcomes if outcomes is not None else OutcomeModel.empty(len(FEATURE_NAMES), DIMS)
+
+    def with_outcomes(self, outcomes: OutcomeModel) -> "ComplexityClassifier":
+        """The same model with other outcomes (the session is shared, never copied)."""
+        return ComplexityClassifier(self._session, self.metadata, outcomes)
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None) -> "ComplexityClassifier":
@@ -54,7 +66,7 @@ class ComplexityClassifier:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"])
-        return cls(session, metadata)
+        return cls(session, metadata, OutcomeModel.load(folder, len(FEATURE_NAMES), DIMS))
 
     def probabilities(self, texts: list[str], numeric: np.ndarray) -> np.ndarray:
         """[N,4] tier probabilities for already extracted inputs."""
@@ -65,19 +77,27 @@ class ComplexityClassifier:
     def predict(self, messages: list[dict] | None = None, prompt: str | None = None,
                 threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
         text, numeric = extract(messages, prompt)
-        probs = self.probabilities([text], numeric[None, :])[0]
-        return Prediction(self.level_from_probs(probs, threshold_shift, bias), [float(p) for p in probs],
-                          self._effective(threshold_shift))
+        prior, good, weight, probs = self.estimate([text], numeric[None, :])
+        return Prediction(self.level_from_probs(probs[0], threshold_shift, bias), probs[0].tolist(),
+                          self._effective(threshold_shift), good[0].tolist(), weight[0].tolist(), prior[0].tolist())
 
     def predict_many(self, requests: list[dict], threshold_shift: dict[int, float] | None = None) -> list[Prediction]:
         """Batch form for rows shaped like `{"messages": [...]}` or `{"prompt": "..."}`."""
         if not requests:
             return []
         extracted = [extract(r.get("messages"), r.get("prompt")) for r in requests]
-        probs = self.probabilities([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
+        prior, good, weight, probs = self.estimate([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
         tiers = levels_from_probs(probs, shifted(self.thresholds, threshold_shift))
         used = self._effective(threshold_shift)
-        return [Prediction(int(t), [float(x) for x in p], used) for t, p in zip(tiers, probs)]
+        return [Prediction(int(t), p.tolist(), used, g.tolist(), w.tolist(), q.tolist())
+                for t, p, g, w, q in zip(tiers, probs, good, weight, prior)]
+
+    def estimate(self, texts: list[str], numeric: np.ndarray) -> tuple[np.ndarray, ...]:
+        """[N,4] each: the classifier's probabilities, p_good, the evidence weight behind it, and
+        the class probabilities that p_good implies (the prior's own without outcomes)."""
+        prior = self.probabilities(texts, numeric).astype(np.float64)
+        good, weight = self.outcomes.estimate(np.asarray(numeric, np.float64), prior, DIMS)
+        return prior, good, weight, probs_from_p_good(good) if self.outcomes.learned else prior
 
     def level_from_probs(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:
         """Tier for given probabilities under shifted thresholds.

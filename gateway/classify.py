@@ -19,6 +19,9 @@ class Classification:
     scores: list[float] | None  # one probability per level, when the classifier has them
     classifier: str
     thresholds: Mapping[int, float] | None = None  # the model's calibrated thresholds on P(level >= k)
+    p_good: list[float] | None = None  # P(tier level L is good enough), L = 1..4 (outcome models)
+    evidence: list[float] | None = None  # weight of past outcomes behind each p_good (0: the prior alone)
+    prior: list[float] | None = None  # the classifier's own probabilities, before outcomes moved them
 
 
 class Classifier(Protocol):
@@ -51,20 +54,20 @@ class OnnxComplexityClassifier:
     name = "onnx-complexity"
 
     def __init__(self, model):
-        self._model = model
+        self.model = model
 
     def classify(self, messages, prompt) -> Classification:
-        prediction = self._model.predict(messages=messages, prompt=prompt)
-        return Classification(tier=int(prediction.tier), scores=[float(p) for p in prediction.probs],
-                              classifier=self.name, thresholds=self._model.thresholds)
+        p = self.model.predict(messages=messages, prompt=prompt)
+        return Classification(tier=int(p.tier), scores=p.probs, classifier=self.name, thresholds=self.model.thresholds,
+                              p_good=p.p_good, evidence=p.evidence, prior=p.prior)
 
     @property
     def version(self) -> str:
-        return self._model.version
+        return self.model.version
 
     @property
     def thresholds(self) -> dict[int, float]:
-        return self._model.thresholds
+        return self.model.thresholds
 
 
 class ClassifierSlot:

@@ -38,7 +38,8 @@ async def explain_route(state: GatewayState, config: Config, tenant, body: dict,
         "tier": route.tier.name,
         "model": route.tier.model,
         "routed_by": decision.routed_by.value,
-        "classifier": {"name": c.classifier, "tier": c.tier, "scores": c.scores} if c else None,
+        "classifier": _classifier(c),
+        "p_good": _by_level(c.p_good) if c and c.p_good else None,
         "steps": decision.explain(),
         "capabilities": state.capabilities[route.tier.name].as_dict(),
         "priority": decision.priority,
@@ -48,3 +49,17 @@ async def explain_route(state: GatewayState, config: Config, tenant, body: dict,
         "tenant": tenant.name,
     }
     return about, ctx.headers(route.tier, pick.backend.label if pick else "none")
+
+
+def _by_level(values: list[float]) -> dict[str, float]:
+    return {str(level): round(v, 4) for level, v in enumerate(values, start=1)}
+
+
+def _classifier(c) -> dict | None:
+    """The classifier's level and scores; with outcome models, its own scores and the evidence behind p_good."""
+    if c is None:
+        return None
+    about = {"name": c.classifier, "tier": c.tier, "scores": c.scores}
+    if c.p_good is not None:
+        about.update(prior_scores=c.prior, evidence=_by_level(c.evidence))
+    return about

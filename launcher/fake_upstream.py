@@ -26,6 +26,7 @@ class FakeUpstream:
         self.delay_s = 0.0  # before answering
         self.fail_status: int | None = None  # answer every generation with this status
         self.reply: str | None = None  # chat answers say this and end on their own (finish_reason stop)
+        self.replies: dict[str, str] = {}  # like `reply`, for chat requests whose body holds the key
         self.poison: str | None = None  # a generation whose body holds this text gets a 500 (a worker bug)
         self.healthy = True
         self.hang = False  # accept, then never answer
@@ -117,10 +118,11 @@ class FakeUpstream:
         if body.get("stream"):
             return await self._stream(request, body, chat, base, n, usage)
         words = " ".join(f"w{i}" for i in range(n))
+        reply = next((said for key, said in self.replies.items() if key in text), self.reply)
         if chat:
             choice = {"index": 0, "message": {"role": "assistant", "content": words}, "finish_reason": "length"} \
-                if self.reply is None else \
-                {"index": 0, "message": {"role": "assistant", "content": self.reply}, "finish_reason": "stop"}
+                if reply is None else \
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
             obj = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         else:
             obj = {**base, "object": "text_completion",

@@ -57,7 +57,8 @@ async def quality(state) -> dict:
     body = {"object": "tiergate.console.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top.name, "judged_tiers": tiers,
             "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
-            "swaps": list(monitor.swapper.history), "changes": [], "series": None, "similarity": None}
+            "swaps": list(monitor.swapper.history), "router": monitor.learner.status(), "changes": [], "series": None,
+            "similarity": None}
     if monitor.store is None:
         return body
     samples = await monitor.store.recent_samples(RECENT_SAMPLES)

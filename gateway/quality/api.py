@@ -1,4 +1,5 @@
-"""`GET /v1/quality` (summary of recent samples per tier) and `POST /admin/classifier/reload`.
+"""`GET /v1/quality` (summary of recent samples per tier), `POST /admin/classifier/reload` and
+`POST /admin/router/outcomes` (an outcome file for the routing models: classifier/outcomes.py).
 
 Both need the admin key when policies (tenants) are configured. With the open policy (no
 keys at all) the gateway has no notion of an administrator, so both are open, like every
@@ -46,6 +47,7 @@ async def quality(request: web.Request) -> web.Response:
             "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
             "classifier": {"name": state.classifier.name,
                            "version": version_of(state.classifier), "swaps": monitor.swapper.history},
+            "router": monitor.learner.status(),
             "tiers": {}, "classes": {}, "changes": []}
     store = monitor.store
     if store is None:
@@ -87,6 +89,52 @@ async def reload_classifier(request: web.Request) -> web.Response:
     return web.json_response({"object": "tiergate.classifier_reload", **event})
 
 
+async def upload_outcomes(request: web.Request) -> web.Response:
+    """JSONL outcome lines; `?heldout_share=` overrides the configured share held out of them (0:
+    learn from every line, judge on what is already held out). The guard decides before this answers."""
+    from classifier.outcomes import parse_line
+
+    state = request.app[STATE]
+    _require_admin(request, state)
+    monitor, limit = state.quality, state.config.limits.max_body_bytes
+    raw = await request.content.read(limit + 1)
+    if len(raw) > limit:
+        raise OpenAIError(413, f"outcome file over {limit} bytes: split it", code="body_too_large")
+    try:
+        share = float(request.query.get("heldout_share", monitor.config.heldout_share))
+        if not 0 <= share <= 1:
+            raise ValueError
+    except ValueError:
+        raise OpenAIError(400, "heldout_share must be a number from 0 to 1", param="heldout_share") from None
+    entries = []
+    try:
+        for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+            if line.strip():
+                entry = monitor.learner.entry(*parse_line(json.loads(line), f"line {n}"), share)
+                if entry is None:
+                    raise OpenAIError(409, "the classifier in use is a rule without features: nothing to learn on",
+                                      code="no_model")
+                entries.append(entry)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise OpenAIError(400, f"not an outcome file: {exc}", code="invalid_outcomes") from None
+    if not entries:
+        raise OpenAIError(400, "the outcome file has no lines", code="invalid_outcomes")
+    learner = monitor.learner
+    decisions = lambda: learner.counts["swapped"] + learner.counts["refused"]  # noqa: E731
+    before = decisions()
+    try:
+        await monitor.learner.add(entries, "upload")
+        await monitor.learner.poll()
+    except Exception as exc:
+        raise OpenAIError(503, f"outcome store unavailable: {type(exc).__name__}", code="store_unavailable") from None
+    new = decisions() - before
+    decided = list(learner.history)[-new:] if new else []
+    return web.json_response({"object": "tiergate.router_outcomes", "lines": len(entries),
+                              "heldout": sum(e.heldout for e in entries), "decisions": decided,
+                              "router": monitor.learner.status()})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/quality", quality)
     app.router.add_post("/admin/classifier/reload", reload_classifier)
+    app.router.add_post("/admin/router/outcomes", upload_outcomes)

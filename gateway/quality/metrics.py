@@ -20,3 +20,7 @@ CHANGES = Counter("tiergate_quality_threshold_changes_total", "Adjustments made 
                   ["tier", "direction"])
 QUEUE_DEPTH = Gauge("tiergate_quality_queue_depth", "Samples waiting to be re-asked", multiprocess_mode="sum")
 SWAPS = Counter("tiergate_classifier_swaps_total", "Classifier model hot-swaps", ["result"])
+ROUTER_OUTCOMES = Counter("tiergate_router_outcomes_total", "Outcomes recorded for the routing models, by source "
+                          "(monitor verdicts, uploaded files)", ["source"])
+ROUTER_CANDIDATES = Counter("tiergate_router_candidates_total", "Outcome-model candidates the guard judged: swapped "
+                            "in or refused", ["result"])

@@ -23,6 +23,7 @@ from . import metrics
 from .config import QualityConfig
 from .controller import Controller
 from .hotswap import ClassifierSwapper
+from .learning import OutcomeLearner
 from .reask import ask
 from .sample import Sample, digest, features, request_record
 from .scorer import Scorer
@@ -46,8 +47,8 @@ class QualityMonitor:
         self.config: QualityConfig = snapshot().quality
         self.controller = Controller()
         self.scorer = scorer or Scorer()
-        self.swapper = ClassifierSwapper(classifier, lambda: self.config.classifier_model_dir,
-                                         self.thresholds_changed)
+        self.learner = OutcomeLearner(classifier, snapshot)
+        self.swapper = ClassifierSwapper(classifier, lambda: self.config.classifier_model_dir, self._swapped)
         self.store: QualityStore | None = None
         self.queue: asyncio.Queue | None = None
         self.counts = {"sampled": 0, "dropped": 0, "passed": 0, "failed": 0, "error": 0}
@@ -61,6 +62,7 @@ class QualityMonitor:
         q = self.config
         if redis is not None:
             self.store = QualityStore(redis, self.snapshot().redis.key_prefix)
+            self.learner.start(redis, self.snapshot().redis.key_prefix)
         if q.classifier_model_dir:
             try:
                 await self.swapper.reload("configured classifier_model_dir")
@@ -83,6 +85,10 @@ class QualityMonitor:
         """Config reload: rates, thresholds and storage options apply at once (queue size and
         concurrency keep their start-up values)."""
         self.config = config
+        self.thresholds_changed()
+
+    def _swapped(self) -> None:
+        self.learner.apply()  # what was learned keeps serving on the new classifier
         self.thresholds_changed()
 
     def thresholds_changed(self) -> None:
@@ -187,11 +193,12 @@ class QualityMonitor:
         metrics.SIMILARITY.labels(tier).observe(verdict.similarity)
         for check in verdict.checks_failed:
             metrics.CHECK_FAILURES.labels(tier, check).inc()
+        await self._learn(sample, candidate_tier.level, verdict.passed, top.level)
         if self.store is None:
             return
         fields = {
             "request_id": sample.request_id, "tenant": sample.tenant, "kind": sample.kind,
-            "tier": tier, "tier_level": candidate_tier.level, "reference_tier": top.name,
+            "tier": tier, "tier_level": candidate_tier.level, "reference_tier": top.name, "reference_level": top.level,
             "served_tier": sample.served_tier.name, "shadow": int(sample.shadow),
             "predicted_level": sample.predicted_level or "",
             "scores": _scores(sample.route.classification),
@@ -222,6 +229,19 @@ class QualityMonitor:
                         recorded.window_size)
             await self.refresh()
 
+    async def _learn(self, sample: Sample, level: int, passed: bool, top_level: int) -> None:
+        """The verdict as an outcome: `level` passed or not, the top tier (the reference) did."""
+        if not self.config.learn_from_outcomes:
+            return
+        try:
+            request = {k: sample.body[k] for k in ("messages", "prompt") if k in sample.body}
+            entry = self.learner.entry(request, {level: passed, top_level: True}, self.config.heldout_share)
+            if entry is not None:
+                await self.learner.add([entry], "monitor")
+        except Exception as exc:  # Redis trouble costs the outcome, never the client
+            METRICS.redis_errors.labels("quality").inc()
+            log.warning("outcome not recorded: %s: %s", type(exc).__name__, exc)
+
     async def _ask(self, sample: Sample, tier):
         return await ask(self.open_upstream, self.snapshot(), sample, tier, self.config.reference_max_tokens)
 
@@ -249,6 +269,10 @@ class QualityMonitor:
                 await self.swapper.poll()
             except Exception:
                 log.exception("classifier watch failed")
+            try:
+                await self.learner.poll()
+            except Exception as exc:
+                log.warning("outcome learning: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(self.config.refresh_s)
 
 

@@ -49,11 +49,12 @@ class WorkerStack(LiveStack):
         self.group.wait_healthy(f"http://127.0.0.1:{self.port}", self.gateway, 60)
         return self
 
-    def worker_request(self, index: int, body: bytes):
-        """POST body straight to worker `index`'s chat endpoint (the worker's own boundary)."""
+    def worker_request(self, index: int, body: bytes, timeout: float = 60.0):
+        """POST body straight to worker `index`'s chat endpoint (the worker's own boundary). The timeout
+        matches the gateway's read timeout: a 128-token structured answer on a loaded CI core is slow."""
         port = int(self.worker_urls[index].rsplit(":", 1)[1])
         return self.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"},
-                            port=port)
+                            timeout=timeout, port=port)
 
     def breakers(self) -> dict:
         """Each worker's health and breaker as the gateway sees them."""
