@@ -44,7 +44,7 @@ def test_without_outcomes_the_classifier_decides_alone(shipped):
 
 
 def test_a_kind_seen_failing_goes_up_and_the_rest_stays(shipped):
-    seen, unseen = KIND[:8], KIND[8:]
+    seen, unseen = KIND[:10], KIND[10:]
     texts, numeric = _rows(seen + OTHER)
     known = np.stack([known_levels({1: False, 4: True})] * len(seen) + [known_levels({1: True})] * len(OTHER))
     model = fit(numeric, shipped.probabilities(texts, numeric), known, DIMS)
@@ -53,7 +53,7 @@ def test_a_kind_seen_failing_goes_up_and_the_rest_stays(shipped):
         before, after = shipped.predict(prompt=text), learned.predict(prompt=text)
         # levels 2 and 3 are untested, so "up" is the next tier above level 1, whichever it is
         assert before.tier == 1 and after.tier >= 2, (text, after.p_good)
-        assert after.p_good[0] < 0.5 < before.p_good[0] and sum(after.evidence) > 0
+        assert after.p_good[0] < before.p_good[0] - 0.3 and sum(after.evidence) > 0
     for text in ("Name a colour.", "Say goodbye."):
         assert learned.predict(prompt=text).tier == 1
 
