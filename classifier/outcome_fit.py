@@ -13,10 +13,12 @@ C = 1.0        # inverse L2 strength (measured: docs/routing.md)
 def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
         capacity: int = CAPACITY) -> OutcomeModel:
     """An OutcomeModel from [N,F] features, the classifier's [N,4] probabilities at the time, and
-    [N,4] PASS / FAIL / UNKNOWN per level; the newest `capacity` rows are kept for similarity."""
+    [N,4] PASS / FAIL / UNKNOWN per level; the newest `capacity` rows are fitted and kept."""
     from sklearn.linear_model import LogisticRegression
 
-    numeric, known = np.asarray(numeric, np.float64), np.asarray(known, np.int8)
+    # the newest rows only: bounds the fit's time (the learner refits at every candidate)
+    numeric, known = np.asarray(numeric, np.float64)[-capacity:], np.asarray(known, np.int8)[-capacity:]
+    probs = np.asarray(probs)[-capacity:]
     if not len(numeric):
         return OutcomeModel.empty(numeric.shape[1], dims)
     # structural counts on one scale; the unit task vector keeps its own (standardising its

@@ -15,6 +15,7 @@ from .pool_expert import EXPERT
 from .pool_languages import OTHER_LANGUAGES
 from .pool_medium import MEDIUM
 from .pool_more import MORE
+from .pool_ordinary import ORDINARY
 from .pool_simple import SIMPLE
 import re
 
@@ -42,7 +43,7 @@ def fill(rng: random.Random, text: str) -> str:
 
 def entries() -> list[tuple[int, str]]:
     english = [(1, t) for t in SIMPLE] + [(2, t) for t in MEDIUM] + [(3, t) for t in COMPLEX] + [(4, t) for t in EXPERT]
-    return english + list(OTHER_LANGUAGES) + list(MORE)
+    return english + list(OTHER_LANGUAGES) + list(MORE) + list(ORDINARY)
 
 
 def split_of(text: str) -> str:

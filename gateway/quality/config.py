@@ -44,7 +44,7 @@ class QualityConfig:
                                      minimum=1)
     learn_from_outcomes: bool = setting(True, "Verdicts and uploaded outcome files train the per-tier outcome "
                                               "models; a candidate serves only if the guard's replay accepts it.")
-    learn_every: int = setting(50, "New learning outcomes per candidate the guard judges.", minimum=1)
+    learn_every: int = setting(100, "New learning outcomes per candidate the guard judges.", minimum=1)
     heldout_share: float = _share(0.2, "Share of outcomes held out (by hash) to judge candidates; never learned.")
     min_heldout: int = setting(20, "Held-out outcomes needed before the first candidate is judged.", minimum=1)
     outcomes_maxlen: int = setting(20000, "Length cap of the Redis stream of outcomes (and of what is learned).",

@@ -150,8 +150,8 @@ class OutcomeLearner:
         if e.heldout:
             self.heldout.append(e)
             return
-        self.pending.append(e)
         q = self.snapshot().quality
+        self.pending = (self.pending + [e])[-q.outcomes_maxlen:]  # bounded while no held-out outcomes exist
         if len(self.pending) >= q.learn_every and len(self.heldout) >= q.min_heldout:
             await self._decide()
 
