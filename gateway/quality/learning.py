@@ -68,10 +68,24 @@ def level_costs(config: Config) -> np.ndarray:
     return np.asarray(out[::-1], float)
 
 
+def fit_entries(rows: list[Entry]):
+    """A candidate OutcomeModel (in an executor thread: the first call imports scikit-learn, which
+    would stall the event loop for a second)."""
+    from classifier.outcome_fit import fit
+    from classifier.outcome_model import CAPACITY
+    from classifier.static_vectors import DIMS
+
+    return fit(np.vstack([e.numeric for e in rows]), np.vstack([e.probs for e in rows]),
+               np.vstack([e.known for e in rows]), DIMS, CAPACITY)
+
+
 def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: np.ndarray, thresholds) -> dict:
-    """Replay both outcome models on the held-out entries: the guard's evidence."""
+    """Replay both outcome models (serving None: the classifier alone) on the held-out entries."""
+    from classifier.outcome_model import OutcomeModel
     from classifier.replay import Outcomes, no_worse, report
     from classifier.static_vectors import DIMS
+
+    serving = serving or OutcomeModel.empty(len(heldout[0].numeric), DIMS)
 
     numeric = np.vstack([e.numeric for e in heldout]).astype(np.float64)
     probs = np.vstack([e.probs for e in heldout])
@@ -156,24 +170,17 @@ class OutcomeLearner:
             await self._decide()
 
     async def _decide(self) -> None:
-        from classifier.outcome_fit import fit
-        from classifier.outcome_model import CAPACITY, OutcomeModel
-        from classifier.static_vectors import DIMS
-
         base, batch = self._base(), self.pending
         self.pending = []
         if base is None:
             return
         rows = (self.learned + batch)[-self.snapshot().quality.outcomes_maxlen:]
         loop = asyncio.get_running_loop()
-        candidate = await loop.run_in_executor(None, fit, np.vstack([e.numeric for e in rows]),
-                                               np.vstack([e.probs for e in rows]),
-                                               np.vstack([e.known for e in rows]), DIMS, CAPACITY)
-        serving = self.model or OutcomeModel.empty(len(rows[0].numeric), DIMS)
+        candidate = await loop.run_in_executor(None, fit_entries, rows)
         thresholds = [base.thresholds[k] for k in (2, 3, 4)]
         config = self.snapshot()
         in_play = np.array(sorted({t.level for t in config.tiers}))
-        verdict = await loop.run_in_executor(None, judge, serving, candidate, list(self.heldout),
+        verdict = await loop.run_in_executor(None, judge, self.model, candidate, list(self.heldout),
                                              level_costs(config), in_play, thresholds)
         result = "swapped" if verdict["accepted"] else "refused"
         if verdict["accepted"]:

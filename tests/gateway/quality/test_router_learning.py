@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from gateway.classify import ClassifierSlot, load_classifier
+from gateway.quality.learning import OutcomeLearner
 from tests.gateway.quality.quality_helpers import EASY, two_tier_config
 from tests.support import wait_for
 from tests.support.metrics import metric
@@ -85,6 +89,16 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
                or d["apgr"]["candidate"] < d["apgr"]["serving"] for d in refused)
     assert await _tiers(http, gw, PROBE_KIND) == ["top"] * len(PROBE_KIND)
     assert await _tiers(http, gw, PROBE_OTHER) == ["small"] * len(PROBE_OTHER)
+
+    # a replica started now replays the stream to the same decisions
+    fresh = OutcomeLearner(ClassifierSlot(load_classifier()), lambda: gw.state.config)
+    fresh.start(gw.state.redis, redis_prefix)
+    await fresh.poll()
+    live = answer["router"]
+    assert (fresh.counts["swapped"], fresh.counts["refused"], len(fresh.learned), len(fresh.heldout)) == \
+        (live["swapped"], live["refused"], live["learned"], live["heldout"])
+    assert fresh.slot.current.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good == \
+        pytest.approx(gw.state.classifier.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good)
 
     async with http.post(gw.url + "/admin/router/outcomes", data='{"prompt": "hi", "outcomes": {"9": true}}') as r:
         assert r.status == 400 and "tier levels" in (await r.json())["error"]["message"]
