@@ -7,6 +7,7 @@ other endpoint of such a gateway: run it only on a trusted network.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 
@@ -106,8 +107,8 @@ async def upload_outcomes(request: web.Request) -> web.Response:
             raise ValueError
     except ValueError:
         raise OpenAIError(400, "heldout_share must be a number from 0 to 1", param="heldout_share") from None
-    entries = []
-    try:
+    def read_entries() -> list:  # features and the classifier for every line: off the event loop
+        entries = []
         for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
             if line.strip():
                 entry = monitor.learner.entry(*parse_line(json.loads(line), f"line {n}"), share)
@@ -115,6 +116,10 @@ async def upload_outcomes(request: web.Request) -> web.Response:
                     raise OpenAIError(409, "the classifier in use is a rule without features: nothing to learn on",
                                       code="no_model")
                 entries.append(entry)
+        return entries
+
+    try:
+        entries = await asyncio.get_running_loop().run_in_executor(None, read_entries)
     except (ValueError, UnicodeDecodeError) as exc:
         raise OpenAIError(400, f"not an outcome file: {exc}", code="invalid_outcomes") from None
     if not entries:

@@ -174,12 +174,14 @@ class OutcomeLearner:
         self.pending = []
         if base is None:
             return
-        rows = (self.learned + batch)[-self.snapshot().quality.outcomes_maxlen:]
+        config = self.snapshot()
+        in_play = np.array(sorted({t.level for t in config.tiers}))
+        if len(in_play) < 2:
+            return  # one tier level: there is no routing to learn
+        rows = (self.learned + batch)[-config.quality.outcomes_maxlen:]
         loop = asyncio.get_running_loop()
         candidate = await loop.run_in_executor(None, fit_entries, rows)
         thresholds = [base.thresholds[k] for k in (2, 3, 4)]
-        config = self.snapshot()
-        in_play = np.array(sorted({t.level for t in config.tiers}))
         verdict = await loop.run_in_executor(None, judge, self.model, candidate, list(self.heldout),
                                              level_costs(config), in_play, thresholds)
         result = "swapped" if verdict["accepted"] else "refused"
