@@ -110,8 +110,10 @@ class OutcomeModel:
 
     def estimate(self, numeric: np.ndarray, probs: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
         """([M,4] p_good, [M,4] evidence weight) for [M,F] features and [M,4] class probabilities."""
-        numeric = np.atleast_2d(numeric)
         prior = prior_p_good(probs)
+        if not self.learned:  # every request passes here: the prior alone needs no feature work
+            return np.maximum.accumulate(np.clip(prior, 0.0, 1.0), axis=1), np.zeros_like(prior)
+        numeric = np.atleast_2d(numeric)
         base = prior.copy()
         if any(f is not None for f in self.fits):
             z = (numeric - self.mean) / self.scale
