@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 
@@ -32,6 +33,8 @@ class EmbedBatcher:
         self.largest_batch = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        # one thread for every forward pass: a pool's threads each grow an allocator arena of their own
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -40,6 +43,7 @@ class EmbedBatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self._thread.shutdown(wait=False)
 
     def queued(self) -> int:
         return len(self.queue)
@@ -79,7 +83,8 @@ class EmbedBatcher:
             self._wake.clear()
             while batch := self._take():
                 try:
-                    vectors = await asyncio.to_thread(self.embed, [item.ids for item in batch])
+                    ids = [item.ids for item in batch]
+                    vectors = await asyncio.get_running_loop().run_in_executor(self._thread, self.embed, ids)
                 except Exception as exc:  # answer every waiting input instead of hanging it
                     for item in batch:
                         if not item.future.done():

@@ -24,6 +24,20 @@ def embedder_dir(name: str) -> Path:
     raise KeyError(f"unknown embedding model {name!r}: use one of {sorted(BUNDLED_EMBEDDERS)} or a model folder")
 
 
+def padded_length(longest: int, limit: int) -> int:
+    """The batch's padded width: a power of two up to 64, then a multiple of 64.
+
+    A forward pass of every distinct width makes the CPU kernels cache work buffers of its
+    own, and the worker's memory grew with each new width; a few widths keep it flat.
+    """
+    width = 8
+    while width < min(longest, 64):
+        width *= 2
+    if longest > 64:
+        width = -(-longest // 64) * 64
+    return min(width, max(limit, longest))
+
+
 class Embedder:
     def __init__(self, name: str):
         from transformers import AutoModel, AutoTokenizer  # heavy: only when a worker loads
@@ -44,7 +58,7 @@ class Embedder:
     @torch.inference_mode()
     def embed(self, batch: list[list[int]]) -> torch.Tensor:
         """Unit vectors, one row per id list (padded together into one forward pass)."""
-        longest = max(len(ids) for ids in batch)
+        longest = padded_length(max(len(ids) for ids in batch), self.max_tokens)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.full((len(batch), longest), pad, dtype=torch.long)
         mask = torch.zeros((len(batch), longest), dtype=torch.long)

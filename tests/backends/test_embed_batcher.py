@@ -68,3 +68,23 @@ async def test_batch_respects_token_budget():
     finally:
         await batcher.stop()
     assert max(embed.calls) <= 2 and sum(embed.calls) == 4  # 4-token inputs: at most 2 per 8-token pass
+
+
+def test_every_forward_pass_runs_on_one_thread():
+    seen = set()
+
+    def embed(batch):
+        seen.add(threading.get_ident())
+        return torch.zeros(len(batch), 2)
+
+    async def run():
+        batcher = EmbedBatcher(embed, max_batch=1, max_queued=100)
+        batcher.start()
+        try:
+            await asyncio.gather(*[batcher.submit([[i]]) for i in range(20)])
+        finally:
+            await batcher.stop()
+        return batcher.batches
+
+    assert asyncio.run(run()) == 20
+    assert len(seen) == 1
