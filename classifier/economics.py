@@ -98,10 +98,17 @@ def apgr(points: list[tuple[float, float]], labels: np.ndarray, costs: np.ndarra
     x: (cost - always-tier-1) / (always-top - always-tier-1); y: share of the quality
     gap between always-tier-1 and perfect quality recovered at cost <= x.
     """
-    low_cost, low_q = outcome(np.ones(len(labels), int), labels, costs)
-    top_cost, _ = outcome(np.full(len(labels), 4), labels, costs)
-    pts = points + [(low_cost, low_q), (top_cost, 1.0)]
+    low = outcome(np.ones(len(labels), int), labels, costs)
+    top = (outcome(np.full(len(labels), 4), labels, costs)[0], 1.0)
+    return gap_recovered(points, low, top, steps)
+
+
+def gap_recovered(points: list[tuple[float, float]], low: tuple[float, float], top: tuple[float, float],
+                  steps: int = 200) -> float:
+    """APGR of (cost, quality) points between the cheapest router `low` and the best one `top`."""
+    (low_cost, low_q), (top_cost, top_q) = low, top
+    pts = list(points) + [low, top]
     xs = np.array([(c - low_cost) / (top_cost - low_cost) for c, _ in pts])
-    ys = np.array([(q - low_q) / (1 - low_q) for _, q in pts])
+    ys = np.array([(q - low_q) / (top_q - low_q) for _, q in pts])
     grid = (np.arange(steps) + 0.5) / steps
     return float(np.mean([ys[xs <= g].max() if np.any(xs <= g) else 0.0 for g in grid]))

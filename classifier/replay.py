@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .decision import levels_from_probs
+from .economics import gap_recovered
 from .outcome_model import PASS, probs_from_p_good
 
 SWEEP = np.linspace(0.0, 1.0, 201)
@@ -65,14 +66,10 @@ def curve(p_good: np.ndarray, data: Outcomes) -> list[tuple[float, float, float]
 
 def apgr(points: list[tuple[float, float, float]], data: Outcomes, steps: int = 200) -> float:
     play = data.in_play
-    (low_c, low_q), (top_c, top_q) = data.fixed(play[0]), data.fixed(play[-1])
-    if top_q <= low_q or top_c <= low_c:
+    low, top = data.fixed(play[0]), data.fixed(play[-1])
+    if top[1] <= low[1] or top[0] <= low[0]:
         return 1.0  # the cheapest level is as good: nothing to recover
-    pts = [(c, q) for c, q, _ in points] + [(low_c, low_q), (top_c, top_q)]
-    xs = np.array([(c - low_c) / (top_c - low_c) for c, _ in pts])
-    ys = np.array([(q - low_q) / (top_q - low_q) for _, q in pts])
-    grid = (np.arange(steps) + 0.5) / steps
-    return float(np.mean([ys[xs <= g].max() if np.any(xs <= g) else 0.0 for g in grid]))
+    return gap_recovered([(c, q) for c, q, _ in points], low, top, steps)
 
 
 def at_target(points: list[tuple[float, float, float]], data: Outcomes, target: float = TARGET) -> dict:
