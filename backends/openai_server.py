@@ -16,7 +16,7 @@ from wire.token_ids import check_token_ids
 from .engine.async_engine import AsyncEngine
 from .engine.grammar import GrammarError
 from .engine.length_guard import FormatNeedsMoreTokens
-from .engine.llm_engine import RequestTooLargeError
+from .engine.llm_engine import RequestTooLargeError, StepFailedError
 from .engine.scheduler import QueueFullError
 from .engine.sequence import INTERACTIVE, PRIORITIES
 from .engine.models import model_dir
@@ -40,6 +40,14 @@ def _model_defaults(engine: AsyncEngine) -> dict:
         return read_generation_defaults(model_dir(engine.core.config.model))
     except KeyError:  # a model handed in directly (tests): no generation config on disk
         return {}
+
+
+def step_error(exc: StepFailedError) -> OpenAIError:
+    """A failed step fails only its own requests: out of device memory is worth a retry (503)."""
+    if exc.out_of_memory:
+        return OpenAIError(503, f"{exc}; retry, or send a shorter prompt or a lower max_tokens",
+                           code="out_of_memory", headers={"Retry-After": "1"})
+    return OpenAIError(500, str(exc), code="engine_error")
 
 
 class WorkerAPI:
@@ -146,6 +154,8 @@ class WorkerAPI:
             raise bad_request(str(exc), param=_format_param(params)) from None
         except QueueFullError as exc:
             raise OpenAIError(503, str(exc), code="overloaded", headers={"Retry-After": "1"}) from None
+        except StepFailedError as exc:
+            raise step_error(exc) from None
         finally:
             if not timer.finished:  # the client went away (or the engine failed) before the end
                 self.metrics.requests.labels(self.model_name, "abort").inc()
@@ -185,11 +195,17 @@ class WorkerAPI:
             await response.write(sse.event({**envelope, "choices": [
                 {"index": c.index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                  "finish_reason": None} for c in choices]}))
-        async for index, delta in merged(opened):
-            timer.token()
-            choice = choices[index].chunk(delta)
-            if choice is not None:
-                await response.write(sse.event({**envelope, "choices": [choice]}))
+        try:
+            async for index, delta in merged(opened):
+                timer.token()
+                choice = choices[index].chunk(delta)
+                if choice is not None:
+                    await response.write(sse.event({**envelope, "choices": [choice]}))
+        except StepFailedError as exc:  # the status is sent: the stream ends on an error event instead
+            error = step_error(exc)
+            await response.write(sse.error_event(error.message, error.type, error.code))
+            await response.write_eof()
+            return response
         self._record_end(timer, choices)
         if params.include_usage:
             await response.write(sse.event({**envelope, "choices": [], "usage": self._usage(choices)}))

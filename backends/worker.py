@@ -87,8 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CPU: bfloat16 halves the KV bytes of an fp32 model (what each decode step reads), "
                              "as llama.cpp's f16 cache; greedy output may then differ from fp32 now and then")
     parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=512, help="token budget per engine step")
-    parser.add_argument("--max-num-seqs", type=int, default=64)
+    parser.add_argument("--max-num-batched-tokens", type=int,
+                        help="token budget per engine step (default: 512 on CPU, 4096 on CUDA)")
+    parser.add_argument("--max-num-seqs", type=int,
+                        help="running sequences at most; an embeddings batch at most (default: 64; 256 on CUDA)")
     parser.add_argument("--max-waiting", type=int, default=256, help="queued requests beyond this get 503")
     parser.add_argument("--batch-max-wait-s", type=float, default=30.0,
                         help="a batch-priority request waiting this long is admitted like an interactive one")
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == "embed":
         from .embed_server import build_embed_app  # batches inputs of concurrent requests (max-num-seqs a batch)
 
-        app = build_embed_app(args.model, args.served_name, args.max_num_seqs, args.max_queued_inputs)
+        app = build_embed_app(args.model, args.served_name, args.max_num_seqs or 64, args.max_queued_inputs)
         log.info("embeddings worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
         web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
         return

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from .sampling import draw
+
 
 def verify_greedy(target_logits: torch.Tensor, draft: list[int]) -> list[int]:
     """target_logits [k+1, V]. Accept drafts while they equal the target's argmax; then the
@@ -27,22 +29,22 @@ def verify_greedy(target_logits: torch.Tensor, draft: list[int]) -> list[int]:
 def verify_sampled(target_probs: torch.Tensor, draft: list[int], draft_probs: torch.Tensor | None,
                    generator: torch.Generator | None = None) -> list[int]:
     """target_probs [k+1, V] (after temperature/top-k/top-p), draft_probs [k, V] or None for
-    a point-mass proposer. Returns the accepted drafts plus one corrected or bonus token."""
-    out: list[int] = []
-    for i, token in enumerate(draft):
-        p = target_probs[i, token]
-        q = draft_probs[i, token] if draft_probs is not None else torch.tensor(1.0)
-        if torch.rand((), generator=generator) * q <= p:  # u < p/q, without dividing by a tiny q
-            out.append(token)
-            continue
-        if draft_probs is not None:
-            residual = (target_probs[i] - draft_probs[i]).clamp_min(0)
-        else:
-            residual = target_probs[i].clone()
-            residual[token] = 0
-        if residual.sum() <= 0:  # only when p == q up to rounding: then p itself is the answer
-            residual = target_probs[i]
-        replacement = torch.multinomial(residual / residual.sum(), 1, generator=generator)
-        return out + [int(replacement)]
-    bonus = torch.multinomial(target_probs[len(draft)], 1, generator=generator)
-    return out + [int(bonus)]
+    a point-mass proposer. Returns the accepted drafts plus one corrected or bonus token.
+    All k acceptance tests run at once on the probabilities' device; one read of k booleans
+    and one of the final token come back."""
+    device, k = target_probs.device, len(draft)
+    ids = torch.tensor(draft, dtype=torch.long, device=device)
+    p = target_probs[torch.arange(k, device=device), ids]
+    q = draft_probs[torch.arange(k, device=device), ids] if draft_probs is not None else torch.ones_like(p)
+    u = torch.rand(k, generator=generator, device=generator.device if generator else device).to(device)
+    accepted = (u * q <= p).tolist()  # u < p/q, without dividing by a tiny q
+    n = accepted.index(False) if False in accepted else k
+    if n == k:
+        return draft + [int(draw(target_probs[k:], [generator])[0])]
+    if draft_probs is not None:
+        residual = (target_probs[n] - draft_probs[n]).clamp_min(0)
+    else:
+        residual = target_probs[n].index_fill(0, ids[n:n + 1], 0)
+    # an all-zero residual happens only when p == q up to rounding: then p itself is the answer
+    residual = torch.where(residual.sum() > 0, residual, target_probs[n])
+    return draft[:n] + [int(draw(residual[None], [generator])[0])]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 
 from .detokenizer import IncrementalDetokenizer
-from .llm_engine import LLMEngine
+from .llm_engine import LLMEngine, StepFailedError
 from .scheduler import QueueFullError
 from .sequence import SamplingParams, Sequence
 
@@ -134,6 +134,12 @@ class AsyncEngine:
             del self._requests[seq.seq_id]
         request.push(delta)
 
+    def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
+        for seq in seqs:
+            request = self._requests.pop(seq.seq_id, None)
+            if request is not None:
+                request.push(exc)
+
     def _fail_all(self, exc: BaseException) -> None:
         for request in list(self._requests.values()):
             self.core.complete(request.seq, "error")
@@ -149,6 +155,10 @@ class AsyncEngine:
                 continue
             try:
                 outputs = self.core.step()
+            except StepFailedError as exc:  # keep serving: only that step's requests fail
+                log.error("%s (%d sequences)", exc, len(exc.seqs), exc_info=exc.__cause__)
+                self._fail(exc.seqs, exc)
+                continue
             except Exception as exc:  # keep serving: fail the in-flight requests, not the process
                 log.exception("engine step failed")
                 self._fail_all(RuntimeError(f"engine step failed: {exc}"))

@@ -3,6 +3,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# (token budget, running sequences) of a step by device. On CPU a step's cost grows with its
+# tokens at once; on an H100, 512 tokens and 64 sequences left most of the GPU idle and
+# 4,096 and 256 gave 2.4x the throughput (docs/gpu.md).
+STEP_LIMITS = {"cpu": (512, 64), "cuda": (4096, 256)}
+
+
+def step_limits(device: str) -> tuple[int, int]:
+    if device == "auto":
+        import torch  # only to resolve "auto"; the settings themselves need no torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return STEP_LIMITS["cuda" if device == "cuda" else "cpu"]
+
 
 @dataclass
 class EngineConfig:
@@ -10,8 +23,8 @@ class EngineConfig:
     block_size: int = 16  # tokens per KV block; also the prefix-cache granularity
     kv_cache_bytes: int = 1 << 30  # memory budget for the KV pool; sets the number of blocks
     num_blocks: int | None = None  # overrides kv_cache_bytes (tests force preemption with it)
-    max_num_batched_tokens: int = 512  # token budget of one step (decodes + prefill chunks)
-    max_num_seqs: int = 64  # running sequences at most
+    max_num_batched_tokens: int | None = None  # token budget of one step (decodes + prefill chunks); None: by device
+    max_num_seqs: int | None = None  # running sequences at most; None: by device (STEP_LIMITS)
     max_waiting: int = 256  # waiting queue bound: beyond it new requests are refused (503)
     batch_max_wait_s: float = 30.0  # a batch request waiting this long is admitted like an interactive one
     batch_prefill_chunk: int | None = 64  # batch prompt tokens per step while interactive work runs (None: no cap)
@@ -30,3 +43,10 @@ class EngineConfig:
     speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
     num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step
     draft_model: str | None = None  # bundled name or folder; must share the target's tokenizer
+
+    def __post_init__(self):
+        tokens, seqs = step_limits(self.device)
+        if self.max_num_batched_tokens is None:
+            self.max_num_batched_tokens = tokens
+        if self.max_num_seqs is None:
+            self.max_num_seqs = seqs

@@ -14,12 +14,14 @@ to padding:
 
 Which steps: only pure decode steps (every scheduled sequence feeds one token and no draft
 tokens). Prefill chunks and speculative verification (several tokens per sequence) run
-eagerly, as do batches above the largest bucket. Grammars, penalties and sampling run on
-the host after the forward, so they do not force eager mode; draft models stay eager.
+eagerly, as do batches above the largest bucket. Grammars, penalties and sampling run after
+the graph on the same device (engine/sampler.py), so they do not force eager mode; draft
+models stay eager.
 
 On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
-(tests/backends/test_decode_graphs.py); capture and replay run only on a GPU (docs/engine-cpu.md).
+(tests/backends/test_decode_graphs.py); the capture-and-replay logic runs on CPU too, with
+the capture itself stood in for (engine/plans.py, tests/backends/test_cuda_plan.py).
 """
 from __future__ import annotations
 
@@ -30,9 +32,19 @@ import torch
 from kernels.paged_attention import AttentionMetadata
 
 
-def use_cuda_graphs(flag: bool | None, device: torch.device) -> bool:
-    """None: on for CUDA, off for CPU. True on CPU runs the static-buffer path without graphs."""
-    return device.type == "cuda" if flag is None else flag
+def capture_cuda_graph(forward, pool, device: torch.device):
+    """forward() recorded as a CUDA graph: (replay, output, memory pool). A warm-up run on a side
+    stream first (Triton compiles, the allocator settles); it recomputes the current step, so
+    its K/V writes are the same values again."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        forward()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        output = forward()
+    return graph.replay, output, graph.pool()
 
 
 def decode_buckets(max_batch: int) -> list[int]:
@@ -46,8 +58,9 @@ def decode_buckets(max_batch: int) -> list[int]:
 
 
 class DecodeGraphRunner:
-    def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, scratch_block: int):
-        """`runner` is the ModelRunner; its pool has `scratch_block` reserved for padding."""
+    def __init__(self, runner, max_batch: int, max_blocks_per_seq: int, scratch_block: int, capture=None):
+        """`runner` is the ModelRunner; its pool has `scratch_block` reserved for padding.
+        `capture` (capture_cuda_graph or a stand-in) records graphs; None runs the buffers eagerly."""
         self.runner = runner
         self.buckets = decode_buckets(max_batch)
         self.scratch_block = scratch_block
@@ -59,8 +72,8 @@ class DecodeGraphRunner:
         self.block_tables = torch.full((size, max_blocks_per_seq), scratch_block, dtype=torch.long, device=device)
         self.context_lens = torch.zeros(size, dtype=torch.long, device=device)
         self.decode_index = torch.arange(size, device=device)  # decode i is flat token i
-        self.capture = device.type == "cuda"
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
+        self.capture = capture
+        self.graphs: dict[int, tuple] = {}  # bucket -> (replay, its static output)
         self.pool = None  # one memory pool shared by every bucket's graph
         self.steps = Counter()  # bucket -> steps run through it (logs and tests)
 
@@ -74,10 +87,10 @@ class DecodeGraphRunner:
         batch = len(scheduled)
         bucket = next(b for b in self.buckets if b >= batch)
         self._fill(batch, bucket, input_ids[0], positions[0], meta)
-        logits = self._replay(bucket) if self.capture else self._forward(bucket)
+        logits = self._replay(bucket) if self.capture is not None else self._forward(bucket)
         self.steps[bucket] += 1
         # decode i is flat token i, so logit_index picks rows of the bucket's logits directly
-        return logits[logit_index].float().cpu(), rows
+        return logits[logit_index].float(), rows
 
     def _fill(self, batch: int, bucket: int, input_ids, positions, meta: AttentionMetadata) -> None:
         width = meta.decode_block_tables.shape[1]
@@ -100,22 +113,9 @@ class DecodeGraphRunner:
         return self.runner.run_model(self.input_ids[:, :bucket], self.positions[:, :bucket], meta, 0)
 
     def _replay(self, bucket: int) -> torch.Tensor:
-        if bucket not in self.graphs:
-            self.graphs[bucket] = self._capture(bucket)
-        graph, logits = self.graphs[bucket]
-        graph.replay()
+        if bucket not in self.graphs:  # captured on first use
+            replay, output, self.pool = self.capture(lambda: self._forward(bucket), self.pool)
+            self.graphs[bucket] = (replay, output)
+        replay, logits = self.graphs[bucket]
+        replay()
         return logits
-
-    def _capture(self, bucket: int):
-        """Captured on first use. The warm-up forward (Triton compiles, the allocator settles)
-        reruns the current step on a side stream; its K/V writes are the same values again."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            self._forward(bucket)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            logits = self._forward(bucket)
-        self.pool = graph.pool()
-        return graph, logits

@@ -1,6 +1,8 @@
 """The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
 from __future__ import annotations
 
+import torch
+
 from .models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from .config import EngineConfig
@@ -8,6 +10,7 @@ from .device import resolve_device, resolve_dtype
 from .grammar import GrammarCompiler
 from .length_guard import LengthGuard
 from .model_runner import ModelRunner, load_model
+from .plans import ExecutionPlan
 from .quantize import quantize_model
 from .proposers import Draft, DraftModelProposer, NgramProposer
 from .sampler import sample_next, verify
@@ -22,8 +25,21 @@ class RequestTooLargeError(ValueError):
     """A prompt (plus its max_tokens) that can never fit: the server answers 400."""
 
 
+class StepFailedError(RuntimeError):
+    """A step's forward or sampling raised: its sequences are ended ("error") and their blocks
+    freed; every other sequence goes on. `out_of_memory`: the device ran out of memory."""
+
+    def __init__(self, seqs: list[Sequence], cause: BaseException):
+        self.seqs = seqs
+        self.out_of_memory = isinstance(cause, torch.OutOfMemoryError)
+        kind = "ran out of device memory" if self.out_of_memory else f"failed ({type(cause).__name__}: {cause})"
+        super().__init__(f"the engine step running this request {kind}")
+
+
 class LLMEngine:
-    def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None):
+    def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None,
+                 plan: ExecutionPlan | None = None):
+        """`plan`: how to run on the device (engine/plans.py); by default the device's own."""
         self.config = config
         device = resolve_device(config.device)
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
@@ -37,7 +53,7 @@ class LLMEngine:
         self.tokenizer = tokenizer
         model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)
         self.max_model_len = config.max_model_len or min(model_limit, DEFAULT_MAX_MODEL_LEN)
-        self.runner = ModelRunner(model, config, self.max_model_len)
+        self.runner = ModelRunner(model, config, self.max_model_len, plan)
         self.block_manager = BlockManager(self.runner.num_blocks, config.block_size, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, self.block_manager)
         self.eos_token_ids = self._eos_ids()
@@ -83,7 +99,7 @@ class LLMEngine:
 
     def make_sequence(self, prompt_ids: list[int], params: SamplingParams) -> Sequence:
         self.check_fits(len(prompt_ids), params.max_tokens)
-        seq = Sequence(prompt_ids, params, self.eos_token_ids)
+        seq = Sequence(prompt_ids, params, self.eos_token_ids, self.runner.device)
         if params.grammar is not None:
             if self.grammars is None:
                 raise ValueError("constrained decoding needs the engine's tokenizer")
@@ -109,9 +125,12 @@ class LLMEngine:
         scheduled = self.scheduler.schedule(lookahead)
         if not scheduled:
             return []
-        drafts = self._propose(scheduled) if self.proposer else {}
-        logits, rows = self.runner.forward(scheduled, {sid: d.tokens for sid, d in drafts.items()})
-        new_tokens = self._choose_tokens(scheduled, rows, logits, drafts)
+        try:
+            drafts = self._propose(scheduled) if self.proposer else {}
+            logits, rows = self.runner.forward(scheduled, {sid: d.tokens for sid, d in drafts.items()})
+            new_tokens = self._choose_tokens(scheduled, rows, logits, drafts)
+        except Exception as exc:
+            raise self._fail_step([seq for seq, _ in scheduled], exc) from exc
         outputs = []
         for seq, n in scheduled:
             draft = drafts.get(seq.seq_id)
@@ -129,6 +148,13 @@ class LLMEngine:
                 self.complete(seq, seq.finish_reason)
         self.num_generated_tokens += len(outputs)
         return outputs
+
+    def _fail_step(self, seqs: list[Sequence], cause: Exception) -> StepFailedError:
+        for seq in seqs:
+            self.complete(seq, "error")
+        if isinstance(cause, torch.OutOfMemoryError) and torch.cuda.is_available():
+            torch.cuda.empty_cache()  # what the failed step held goes back to the pool for the next
+        return StepFailedError(seqs, cause)
 
     def _choose_tokens(self, scheduled, rows, logits, drafts) -> dict[int, list[int]]:
         plain = [(seq, row) for (seq, _), row in zip(scheduled, rows) if row is not None and seq.seq_id not in drafts]

@@ -7,16 +7,12 @@ reads and writes our paged cache without model code of our own. The per-step met
 (slots, block tables) reaches the attention function through `_current`, set around the
 forward pass, as the model's forward has no slot for it.
 
-On CUDA the same runner places the pool on the GPU, attends with the Triton kernels
-(kernels/triton_paged_attention.py), moves each step's metadata over once, and sizes the
-pool by profiling one forward (engine/device.py). On CPU nothing of that happens.
-Pure decode steps go through a DecodeGraphRunner (engine/cuda_graphs.py) when CUDA graphs
-are on: captured graphs on CUDA, the same static-buffer path run eagerly on CPU.
+What differs by device is the runner's ExecutionPlan (engine/plans.py), chosen once: the
+attention kernels (Triton on CUDA), whether each step's metadata is copied over, how the pool
+is sized (a profiling forward against the GPU's memory), and the path of pure decode steps
+(captured CUDA graphs, the same static buffers run eagerly, or a compiled graph on CPU).
 """
 from __future__ import annotations
-
-from functools import partial
-from typing import Callable
 
 import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
@@ -28,8 +24,9 @@ from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, Prefill
 
 from .compiled_decode import CompiledDecode
 from .config import EngineConfig
-from .cuda_graphs import DecodeGraphRunner, use_cuda_graphs
-from .device import profiled_kv_bytes, resolve_kv_dtype
+from .cuda_graphs import DecodeGraphRunner
+from .device import resolve_kv_dtype
+from .plans import Decode, ExecutionPlan, choose_plan
 from .sequence import SamplingParams, Sequence
 
 ATTN_IMPLEMENTATION = "tiergate_paged"
@@ -76,15 +73,6 @@ def load_model(path, dtype: torch.dtype = torch.float32, device: torch.device = 
     return model.eval()
 
 
-def attention_for(device: torch.device):
-    """The paged attention for tensors on `device`; triton is imported only where it runs."""
-    if device.type == "cuda":
-        from kernels.triton_paged_attention import triton_paged_attention
-
-        return triton_paged_attention
-    return paged_attention
-
-
 def move_to_anonymous_memory(model: torch.nn.Module) -> None:
     """safetensors leaves weights memory-mapped from the file, and matmuls on those pages run
     far slower (file-backed pages get reclaimed and faulted back in: docs/engine-cpu.md). Copy
@@ -109,10 +97,9 @@ def attention_modules(model: PreTrainedModel, num_layers: int) -> list[torch.nn.
 
 class ModelRunner:
     def __init__(self, model: PreTrainedModel, config: EngineConfig, max_model_len: int | None = None,
-                 kv_budget: Callable[[Callable[[], None]], int] | None = None):
+                 plan: ExecutionPlan | None = None):
         """max_model_len sizes the decode graphs' block tables (graphs need it; None: no graphs).
-        kv_budget(profile) -> bytes the KV pool may take after running `profile`, a forward at the
-        full token budget; by default CUDA's memory queries, with `gpu_memory_utilization` set."""
+        `plan` says how to run on the model's device (default: choose_plan for it)."""
         self.model = model
         self.config = config
         text_config = model.config.get_text_config()
@@ -123,19 +110,21 @@ class ModelRunner:
         self.kv_dtype = resolve_kv_dtype(config.kv_cache_dtype, model.dtype, model.device)
         self.block_size = config.block_size
         self.device = model.device
-        self.attend = attention_for(self.device)
+        self.plan = plan or choose_plan(config, self.device)
         self.workspace = GatherWorkspace()
         self.attention_modules = attention_modules(model, self.num_layers)
         if self.device.type == "cpu":
             cpu_kernels.available()  # built or loaded now, never while a step is traced
         self.decode_graphs = self.compiled = None  # set below; the profiling forward runs eagerly
-        self.num_blocks = config.num_blocks or self._pool_blocks(kv_budget)
-        graphs = max_model_len is not None and use_cuda_graphs(config.cuda_graphs, self.device)
+        self.num_blocks = config.num_blocks or self._pool_blocks()
+        graphs = max_model_len is not None and self.plan.decode in (Decode.GRAPHS, Decode.STATIC)
         # with graphs, one block past the block manager's num_blocks takes padded tokens' K/V
         self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
-        self.decode_graphs = DecodeGraphRunner(self, config.max_num_seqs, -(-max_model_len // self.block_size),
-                                               scratch_block=self.num_blocks) if graphs else None
-        if config.compile_decode and self.device.type == "cpu":  # CUDA has its graphs; on CPU, --compile
+        if graphs:
+            self.decode_graphs = DecodeGraphRunner(
+                self, config.max_num_seqs, -(-max_model_len // self.block_size), scratch_block=self.num_blocks,
+                capture=self.plan.capture if self.plan.decode == Decode.GRAPHS else None)
+        if self.plan.decode == Decode.COMPILED:
             self.compiled = CompiledDecode(model, pad_block=0)
             self.compiled.warm_up(self._dummy_decode)
 
@@ -160,13 +149,10 @@ class ModelRunner:
         for module, (k_cache, v_cache) in zip(self.attention_modules, pool):
             module.paged_k_cache, module.paged_v_cache = k_cache, v_cache
 
-    def _pool_blocks(self, kv_budget) -> int:
-        utilization = self.config.gpu_memory_utilization
-        if kv_budget is None and self.device.type == "cuda" and utilization is not None:
-            kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=self.device)
-        if kv_budget is None:
+    def _pool_blocks(self) -> int:
+        if self.plan.kv_budget is None:
             return max(1, self.config.kv_cache_bytes // self.bytes_per_block())
-        return max(1, kv_budget(self._profile_forward) // self.bytes_per_block())
+        return max(1, self.plan.kv_budget(self._profile_forward) // self.bytes_per_block())
 
     def _profile_forward(self) -> None:
         """One prompt chunk at the full token budget on a throwaway pool: the activation peak."""
@@ -246,11 +232,11 @@ class ModelRunner:
                 return self._split_step(scheduled, decodes)
         input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
         keep = torch.tensor(logit_index, dtype=torch.long)
-        if self.device.type != "cpu":
+        if self.plan.moves_inputs:
             input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),
                                                 keep.to(self.device), meta.to(self.device))
-        # The sampler runs on the host: only the kept rows come back (not yet just the ids).
-        return self.run_model(input_ids, positions, meta, keep).float().cpu(), rows
+        # logits stay on the device: the sampler runs there, and only token ids come back
+        return self.run_model(input_ids, positions, meta, keep).float(), rows
 
     def _split_step(self, scheduled: list[tuple[Sequence, int]], decodes: list[int]):
         """A step that mixes prompt chunks with decodes (under steady load, most steps): the
@@ -273,7 +259,7 @@ class ModelRunner:
                   keep: torch.Tensor | int) -> torch.Tensor:
         """The model on one flat batch already on the device: logits [len(keep) or all, vocab]."""
         self._bind_pool()
-        _current.meta, _current.attend = meta, self.attend
+        _current.meta, _current.attend = meta, self.plan.attend
         try:
             return self.model(input_ids=input_ids, position_ids=positions, use_cache=False,
                               logits_to_keep=keep).logits[0]

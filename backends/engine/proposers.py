@@ -74,7 +74,7 @@ class DraftModelProposer:
     def _sync(self, seq: Sequence) -> Sequence:
         shadow = self.shadows.get(seq.seq_id)
         if shadow is None:
-            shadow = self.shadows[seq.seq_id] = Sequence(seq.token_ids, seq.params)
+            shadow = self.shadows[seq.seq_id] = Sequence(seq.token_ids, seq.params, device=self.runner.device)
         common = 0
         for mine, theirs in zip(shadow.token_ids, seq.token_ids):
             if mine != theirs:

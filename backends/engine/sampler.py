@@ -1,48 +1,66 @@
 """Turns a step's logits into tokens: plain sampling, or verification of draft tokens.
 
-Before the draw, rows that need it get their logit processors: penalties, logit_bias and
-the grammar's token bitmask. Rows that need none are left untouched, so plain greedy
-output is exactly what it was without these features.
+Everything runs on the device that holds the logits; the chosen ids come back to the host once
+per step (`sample_next`). Before the draw, rows that need it get their logit processors:
+penalties, logit_bias and the grammar's token bitmask. Rows that need none are left
+untouched, so plain greedy output is exactly what it was without these features.
 """
 from __future__ import annotations
 
 import torch
 
-from kernels.sampling import apply_penalties, apply_token_bitmask, probabilities, sample, top_logprobs
+from kernels.sampling import (RowParams, apply_penalties, apply_token_bitmask, padded_ids, probabilities, sample,
+                              top_logprobs)
 from kernels.speculative import verify_greedy, verify_sampled
 
 from .sequence import Sequence
 
 
-def _params_tensors(seqs: list[Sequence], repeats: list[int] | None = None):
-    repeats = repeats or [1] * len(seqs)
-    temperature = torch.tensor([s.params.temperature for s, r in zip(seqs, repeats) for _ in range(r)])
-    top_k = torch.tensor([s.params.top_k for s, r in zip(seqs, repeats) for _ in range(r)])
-    top_p = torch.tensor([s.params.top_p for s, r in zip(seqs, repeats) for _ in range(r)])
-    return temperature, top_k, top_p
+def row_params(seqs: list[Sequence], device: torch.device, repeats: list[int] | None = None) -> RowParams:
+    rows = [seq for seq, r in zip(seqs, repeats or [1] * len(seqs)) for _ in range(r)]
+    return RowParams.build([s.params.temperature for s in rows], [s.params.top_k for s in rows],
+                           [s.params.top_p for s in rows], [s.generator for s in rows], device)
 
 
 def request_probabilities(seq: Sequence, logits: torch.Tensor) -> torch.Tensor:
     """The request's sampling distribution at each row of `logits` [n, V]."""
-    temperature, top_k, top_p = _params_tensors([seq], [logits.shape[0]])
-    return probabilities(logits, temperature, top_k, top_p)
+    return probabilities(logits, row_params([seq], logits.device, [logits.shape[0]]))
+
+
+def _penalize(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
+    vocab, device = logits.shape[1], logits.device
+    params = [s.params for s in seqs]
+    return apply_penalties(logits, padded_ids([s.token_ids for s in seqs], vocab, device),
+                           padded_ids([s.output_ids for s in seqs], vocab, device),
+                           *(torch.tensor(values, dtype=logits.dtype, device=device) for values in
+                             ([p.presence_penalty for p in params], [p.frequency_penalty for p in params],
+                              [p.repetition_penalty for p in params])))
 
 
 def _process(seqs: list[Sequence], logits: torch.Tensor, grammars) -> torch.Tensor:
     """Penalties, logit_bias and grammar masks, only on the rows that ask for them."""
-    for i, seq in enumerate(seqs):
-        p = seq.params
-        if p.has_penalties:
-            logits[i] = apply_penalties(logits[i], torch.tensor(seq.token_ids), torch.tensor(seq.output_ids),
-                                        p.presence_penalty, p.frequency_penalty, p.repetition_penalty)
-        if p.logit_bias:
-            ids = torch.tensor([t for t in p.logit_bias if t < logits.shape[1]], dtype=torch.long)
-            logits[i, ids] += torch.tensor([p.logit_bias[int(t)] for t in ids])
+    device = logits.device
+    penalized = [i for i, seq in enumerate(seqs) if seq.params.has_penalties]
+    if penalized:
+        logits[penalized] = _penalize([seqs[i] for i in penalized], logits[penalized])
+    bias = [(i, token, value) for i, seq in enumerate(seqs)
+            for token, value in seq.params.logit_bias.items() if token < logits.shape[1]]
+    if bias:
+        rows, tokens, values = zip(*bias)
+        logits.index_put_((torch.tensor(rows, device=device), torch.tensor(tokens, device=device)),
+                          torch.tensor(values, dtype=logits.dtype, device=device), accumulate=True)
     constrained = [i for i, seq in enumerate(seqs) if seq.matcher is not None]
-    if constrained:
-        bitmask = grammars.fill_bitmask([seqs[i].matcher for i in constrained])
+    if constrained:  # llguidance fills the mask on the host; only the bits travel
+        bitmask = grammars.fill_bitmask([seqs[i].matcher for i in constrained]).to(device, non_blocking=True)
         logits[constrained] = apply_token_bitmask(logits[constrained], bitmask)
     return logits
+
+
+def sample_on_device(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> torch.Tensor:
+    """Token ids [len(seqs)] on the logits' device, with no read back to the host."""
+    if not all(seq.params.is_plain for seq in seqs):
+        logits = _process(seqs, logits.clone(), grammars)
+    return sample(logits, row_params(seqs, logits.device))
 
 
 def _record_logprobs(seqs: list[Sequence], raw: torch.Tensor, tokens: list[int]) -> None:
@@ -50,25 +68,22 @@ def _record_logprobs(seqs: list[Sequence], raw: torch.Tensor, tokens: list[int])
     if not wanted:
         return
     k = max(seqs[i].params.logprobs for i in wanted)
-    chosen, values, ids = top_logprobs(raw[wanted], torch.tensor([tokens[i] for i in wanted]), k)
+    chosen = torch.tensor([tokens[i] for i in wanted], device=raw.device)
+    chosen, values, ids = (t.tolist() for t in top_logprobs(raw[wanted], chosen, k))
     for row, i in enumerate(wanted):
-        top = list(zip(ids[row].tolist(), values[row].tolist()))[:seqs[i].params.logprobs]
+        top = list(zip(ids[row], values[row]))[:seqs[i].params.logprobs]
         seqs[i].logprobs.append((tokens[i], float(chosen[row]), top))
 
 
 def sample_next(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> list[int]:
     """One token per sequence from logits [len(seqs), V]. Log-probabilities, where asked
     for, are of the model's own distribution (before penalties, bias, grammar and temperature)."""
-    raw = logits
-    if not all(seq.params.is_plain for seq in seqs):
-        logits = _process(seqs, logits.clone(), grammars)
-    temperature, top_k, top_p = _params_tensors(seqs)
-    tokens = sample(logits, temperature, top_k, top_p, [s.generator for s in seqs]).tolist()
+    tokens = sample_on_device(seqs, logits, grammars).tolist()  # the step's one read: ids only
     for i, seq in enumerate(seqs):  # a constrained answer about to run out of tokens gets its ending instead
         if seq.guard is not None:
             tokens[i] = seq.guard.choose(tokens[i], seq.params.max_tokens - seq.num_output_tokens,
                                          tokens[i] in seq.stop_ids)
-    _record_logprobs(seqs, raw, tokens)
+    _record_logprobs(seqs, logits, tokens)
     return tokens
 
 

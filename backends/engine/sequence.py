@@ -56,7 +56,9 @@ _ids = itertools.count()
 
 
 class Sequence:
-    def __init__(self, prompt_ids: list[int], params: SamplingParams, eos_token_ids: set[int] = frozenset()):
+    def __init__(self, prompt_ids: list[int], params: SamplingParams, eos_token_ids: set[int] = frozenset(),
+                 device: torch.device | str = "cpu"):
+        """`device` is where a seeded request's generator lives: the engine's, so its draws stay there."""
         if not prompt_ids:
             raise ValueError("a sequence needs at least one prompt token")
         self.seq_id = next(_ids)
@@ -71,7 +73,7 @@ class Sequence:
         self.arrival_time = time.monotonic()
         self.scheduled_time: float | None = None  # first admitted to run: its queue wait ends here
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
-        self.generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        self.generator = torch.Generator(device).manual_seed(params.seed) if params.seed is not None else None
         self.matcher = None  # llguidance matcher when params.grammar is set (attached by the engine)
         self.guard = None  # LengthGuard when the output's shape is known (engine/length_guard.py)
         self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # per output token, if asked

@@ -5,7 +5,7 @@ import random
 import torch
 
 from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
-from kernels.sampling import probabilities, sample
+from kernels.sampling import RowParams, probabilities, sample
 
 from .attention_reference import dense_reference
 
@@ -54,17 +54,20 @@ def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks():
 
 
 def test_top_k_and_top_p_restrict_the_support():
-    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0]])
-    one = torch.tensor([1.0])
-    probs = probabilities(logits, one, torch.tensor([2]), torch.tensor([1.0]))
+    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0]] * 3)
+    params = RowParams.build([1.0] * 3, [2, 0, 0], [1.0, 0.5, 1.0], [None] * 3, logits.device)
+    probs = probabilities(logits, params)
     assert (probs[0, 2:] == 0).all() and probs[0, :2].sum().item() == 1.0
-    probs = probabilities(logits, one, torch.tensor([0]), torch.tensor([0.5]))
-    assert probs[0, 0] > 0 and (probs[0, 1:] == 0).all()  # top token alone holds > 50%
+    assert probs[1, 0] > 0 and (probs[1, 1:] == 0).all()  # top token alone holds > 50%
+    assert torch.allclose(probs[2], logits[2].softmax(-1))  # a row asking for neither keeps every token
 
 
 def test_greedy_rows_and_seeded_rows():
     logits = torch.randn(3, 50)
-    temps, ks, ps = torch.tensor([0.0, 1.0, 1.0]), torch.zeros(3, dtype=torch.long), torch.ones(3)
-    a = sample(logits, temps, ks, ps, [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)])
-    b = sample(logits, temps, ks, ps, [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)])
+
+    def params():
+        return RowParams.build([0.0, 1.0, 1.0], [0] * 3, [1.0] * 3,
+                               [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)], logits.device)
+
+    a, b = sample(logits, params()), sample(logits, params())
     assert a[0] == logits[0].argmax() and a.tolist() == b.tolist()

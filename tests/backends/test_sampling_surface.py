@@ -8,7 +8,7 @@ from backends.engine.async_engine import AsyncEngine
 from backends.engine.llm_engine import LLMEngine
 from backends.serving.sampling import per_choice
 from backends.serving.streams import merged, open_streams
-from kernels.sampling import apply_penalties
+from kernels.sampling import apply_penalties, padded_ids
 
 from .models import bundled, tiny_llama
 
@@ -21,12 +21,16 @@ def _engine(**overrides):
 
 
 def test_penalties_kernel_follows_openai_and_hf_definitions():
-    logits = torch.tensor([2.0, -1.0, 0.5, 3.0])
-    out = apply_penalties(logits, context_ids=torch.tensor([0, 1, 3, 3]), output_ids=torch.tensor([3, 3, 1]),
-                          presence=0.5, frequency=0.25, repetition=2.0)
+    logits = torch.tensor([[2.0, -1.0, 0.5, 3.0], [2.0, -1.0, 0.5, 3.0]])
+    device = logits.device
+    out = apply_penalties(logits, context_ids=padded_ids([[0, 1, 3, 3], [2]], 4, device),
+                          output_ids=padded_ids([[3, 3, 1], []], 4, device),
+                          presence=torch.tensor([0.5, 0.0]), frequency=torch.tensor([0.25, 0.0]),
+                          repetition=torch.tensor([2.0, 1.0]))
     # token 0: prompt only -> 2/2; token 1: negative, once in output -> -1*2 - 0.25 - 0.5;
     # token 2 untouched; token 3: twice in output -> 3/2 - 0.5 - 0.5
-    assert torch.allclose(out, torch.tensor([1.0, -2.75, 0.5, 0.5]))
+    assert torch.allclose(out[0], torch.tensor([1.0, -2.75, 0.5, 0.5]))
+    assert torch.equal(out[1], logits[1])  # a row that asks for no penalty (its padding included) is untouched
 
 
 def test_logit_bias_and_repetition_penalty_change_greedy_output():
