@@ -26,6 +26,7 @@ from .compiled_decode import CompiledDecode
 from .config import EngineConfig
 from .cuda_graphs import DecodeGraphRunner
 from .device import resolve_kv_dtype
+from .int4_checkpoints import folder_format, load_int4_checkpoint
 from .plans import Decode, ExecutionPlan, choose_plan
 from .sequence import SamplingParams, Sequence
 
@@ -65,7 +66,12 @@ AttentionMaskInterface.register(ATTN_IMPLEMENTATION, _no_mask)
 
 
 def load_model(path, dtype: torch.dtype = torch.float32, device: torch.device = torch.device("cpu")) -> PreTrainedModel:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION)
+    """An AWQ / GPTQ int4 folder comes back with its linears already Int4Linear (int4_checkpoints.py)."""
+    checkpoint = folder_format(path)  # ValueError for quantized formats we cannot serve
+    if checkpoint is not None:
+        model = load_int4_checkpoint(path, checkpoint, dtype, device, ATTN_IMPLEMENTATION)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION)
     if device.type == "cpu":
         move_to_anonymous_memory(model)
     else:

@@ -29,7 +29,8 @@ scale d and zero m + 8d per block (the scale and zero in bf16, the kernel's acti
 dtype), with no second rounding of the weights. Layers the GGUF does not ship as Q4_1 (the
 Q8_0 embedding, hence the tied LM head) then stay in the folder's fp32, as the GGUF has
 them. Without blocks (tiny test models, Gemma 3's Q4_K GGUF) linears are quantized from
-their fp32 weights as below.
+their fp32 weights as below. AWQ and GPTQ int4 folders come with their own int4 layers
+(backends/engine/int4_checkpoints.py), which quantize_model keeps.
 
 Why: int4 groups of 32 by default, because SmolLM2's weights already lie on a 4-bit grid per
 32; the tied LM head in int8, because that drops its fp32 table for a small quality cost;
@@ -361,19 +362,28 @@ def attach_dense_head(model: nn.Module) -> bool:
 
 
 def quantize_model(model: nn.Module, config) -> dict:
-    """Quantize `model` in place as `config` (an EngineConfig) says; no-op without quantization."""
-    if not config.quantization:
+    """Quantize `model` in place as `config` (an EngineConfig) says; no-op without quantization.
+    A model from an AWQ / GPTQ folder (int4_checkpoints.py) keeps its int4 layers as they are."""
+    from backends.engine.int4_checkpoints import checkpoint_int4_layers  # it builds on this module's layers
+
+    from_checkpoint = checkpoint_int4_layers(model, config.quantization)  # refuses int8 on such a model
+    if not config.quantization and not from_checkpoint:
         return {"quantized": 0, "kept": 0, "lm_head": False}
-    blocks = {}
-    if (config.quantization, config.quant_group_size) == ("int4", Q4_1_GROUP):
-        blocks = load_q4_1(getattr(model, "name_or_path", None))  # the folder the weights came from
-    counts = quantize_linears(model, config.quantization, config.quant_group_size, gguf_blocks=blocks)
+    if from_checkpoint:  # its own codes and group size; the head stays as the checkpoint has it
+        counts = {"quantized": 0, "kept": 0, "lm_head": False, "from_gguf": 0, "from_checkpoint": from_checkpoint}
+    else:
+        blocks = {}
+        if (config.quantization, config.quant_group_size) == ("int4", Q4_1_GROUP):
+            blocks = load_q4_1(getattr(model, "name_or_path", None))  # the folder the weights came from
+        counts = quantize_linears(model, config.quantization, config.quant_group_size, gguf_blocks=blocks)
     if config.int4_dense_prefill:
         counts["dense_prefill"] = attach_dense_prefill(model)
         counts["dense_head"] = config.compile_decode and attach_dense_head(model)
     if config.compile_decode:
         counts["fused_groups"] = fuse_sibling_projections(model)
     release_freed_memory()
+    if from_checkpoint:
+        return counts  # load_int4_checkpoint logged its layers
     log.info("weight-only %s (group %d): %d linear layers quantized (%d from the GGUF's Q4_1 blocks), %d kept, "
              "LM head quantized: %s", config.quantization, config.quant_group_size, counts["quantized"],
              counts["from_gguf"], counts["kept"], counts["lm_head"])
