@@ -138,7 +138,7 @@ def gemm_peak_flops(device: torch.device, dtype: torch.dtype, size: int = 2048, 
 
 
 def build_engine(args, device: torch.device, dtype: torch.dtype) -> LLMEngine:
-    config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=64,
+    config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                           kv_cache_bytes=2 << 30, device=device.type, dtype=str(dtype).split(".")[-1],
                           cuda_graphs=args.cuda_graphs, compile_decode=args.compile, kv_cache_dtype=args.kv_cache_dtype)
     if args.model in ARCHITECTURES:
@@ -225,6 +225,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--static-batch", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int, default=512)
+    parser.add_argument("--max-num-seqs", type=int, default=64, help="the worker's flag of that name")
     parser.add_argument("--peer-limit", type=float, default=240.0,
                         help="seconds each peer may run; a peer cut off is summarized from what it produced")
     parser.add_argument("--skip-peers", action="store_true", help="engine only")
