@@ -12,7 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 # Server processes log lines, not progress bars (transformers reads this through huggingface_hub).
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 
-.PHONY: setup tools models run lint test test-fast bench clean
+.PHONY: setup tools models run lint test test-fast bench gpu-check clean
 
 setup: $(STAMP) tools models
 
@@ -54,6 +54,13 @@ test: setup lint
 # The unit tier alone: one process, quick; under two minutes on two cores.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m unit tests
+
+# The CUDA path on a GPU machine (docs/gpu.md), under 8 minutes; no `make setup` there: the machine's
+# own Python with torch, and the wheels it lacks installed into GPU_DEPS.
+GPU_DEPS ?= .gpu-deps
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	PYTHONPATH=$(GPU_DEPS):$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m benchmarks.gpu_check
 
 clean:
 	rm -rf $(VENV) .pytest_cache

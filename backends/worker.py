@@ -22,7 +22,7 @@ from aiohttp import web  # noqa: E402
 
 from .engine.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
-from .engine.device import KV_CACHE_DTYPES  # noqa: E402
+from .engine.device import KV_CACHE_DTYPES, DoesNotFit  # noqa: E402
 from .engine.llm_engine import LLMEngine  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 from .serving.generation_defaults import parse_overrides  # noqa: E402
@@ -139,8 +139,11 @@ def main(argv: list[str] | None = None) -> None:
                           device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                           cuda_graphs=args.cuda_graphs, compile_decode=args.compile,
                           int4_dense_prefill=args.int4_dense_prefill, kv_cache_dtype=args.kv_cache_dtype)
-    app, _ = build_app(config, args.served_name, args.default_max_tokens,
-                       generation_overrides=args.override_generation_config)
+    try:
+        app, _ = build_app(config, args.served_name, args.default_max_tokens,
+                           generation_overrides=args.override_generation_config)
+    except DoesNotFit as error:  # a sizing fact for the operator, not a bug: one line, no traceback
+        raise SystemExit(f"tiergate worker: {error}") from None
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.
     web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)

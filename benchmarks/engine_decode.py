@@ -39,8 +39,10 @@ def copy_bandwidth(device: torch.device, megabytes: int = 512, repeats: int = 5)
 def weight_bytes_per_step(model: torch.nn.Module) -> int:
     embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
     total = tensor_bytes(list(model.parameters()) + list(model.buffers()))
-    tied = head is not None and head.weight.data_ptr() == embedding.weight.data_ptr()
-    return total if tied else total - tensor_bytes([embedding.weight])
+    # a quantized head has codes, no weight; an Int8Embedding reads those codes, with no table of its own
+    own, head_weight = getattr(embedding, "weight", None), getattr(head, "weight", None)
+    tied = own is None or (head_weight is not None and head_weight.data_ptr() == own.data_ptr())
+    return total if tied else total - tensor_bytes([own])
 
 
 def single_stream(engine, prompt: list[int], tokens: int, bandwidth: float) -> dict:

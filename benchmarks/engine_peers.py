@@ -7,15 +7,17 @@ TTFT / inter-token latency / throughput exactly as it does for our engine.
   request that has arrived (up to `batch_size`) is left-padded into one batch and run to the
   longest requested length; a request's tokens are the batch's step times for its first n_i
   tokens (the rest is the waste static batching pays for).
-transformers' own continuous batching was dropped as a peer: on CPU it made 85 tokens in
-150 s, so a ratio against it said nothing; llama.cpp (engine_llamacpp_peer.py) replaced it.
+- `run_hf_continuous`: transformers' own continuous batching (`generate_batch`, paged sdpa), all
+  requests at once, for GPU runs (benchmarks/gpu_check.py). On CPU it made 85 tokens in 150 s, so
+  there a ratio against it said nothing; llama.cpp (engine_llamacpp_peer.py) is the CPU peer.
 """
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from backends.engine.model_runner import load_model
@@ -57,7 +59,9 @@ class PastDeadline(StoppingCriteria):
         self.deadline = deadline
 
     def __call__(self, input_ids, scores, **kwargs):
-        return torch.full((input_ids.shape[0],), time.perf_counter() > self.deadline, dtype=torch.bool)
+        # on the ids' device: generate() combines it with its own flags there (CUDA runs failed on a CPU one)
+        return torch.full((input_ids.shape[0],), time.perf_counter() > self.deadline, dtype=torch.bool,
+                          device=input_ids.device)
 
 
 @torch.inference_mode()
@@ -103,3 +107,20 @@ def run_hf_static(path, prompts, out_lens, arrivals, batch_size: int, pad_id: in
             f"{sum(1 for t in times if t)}/{n} requests started")
     cut = any(len(t) < m for t, m in zip(times, out_lens))
     return start, times, (deadline if cut else None)
+
+
+def run_hf_continuous(model, prompts: list[list[int]], max_new: int) -> dict:
+    """All `prompts` through `model.generate_batch`, `max_new` tokens each (EOS off); output tok/s
+    from the first request's submission to the last one's end (the manager's warm-up excluded)."""
+    with warnings.catch_warnings():  # transformers >= 5.20 takes "sdpa" and warns on the prefix 5.17 needs
+        warnings.simplefilter("ignore", FutureWarning)
+        model.set_attn_implementation("paged|sdpa")
+    config = GenerationConfig(max_new_tokens=max_new, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    results = model.generate_batch(prompts, generation_config=config, progress_bar=False)
+    done = [r for r in results.values() if r.error is None]
+    if not done:
+        return {"error": next((r.error for r in results.values()), "no results")}
+    produced = sum(len(r.generated_tokens) for r in done)
+    elapsed = max(r.lifespan[1] for r in done) - min(r.created_time for r in done)
+    return {"tokens_per_s": round(produced / elapsed, 2), "output_tokens": produced, "elapsed_s": round(elapsed, 2),
+            "requests": len(prompts), "failed": len(results) - len(done)}

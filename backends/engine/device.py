@@ -46,12 +46,16 @@ def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, device: torch.d
     return dtype
 
 
+class DoesNotFit(ValueError):
+    """The model's weights or its KV pool do not fit the GPU: the worker exits with this one line."""
+
+
 def kv_budget(total: int, utilization: float, used: int, activation_peak: int) -> int:
     """vLLM's rule: the pool gets `utilization` of the GPU less what is in use (weights, other
     processes) and less the transient peak of one forward at the full token budget."""
     budget = int(total * utilization) - used - activation_peak
     if budget <= 0:
-        raise ValueError(f"no GPU memory left for the KV cache at gpu_memory_utilization={utilization}: "
+        raise DoesNotFit(f"no GPU memory left for the KV cache at gpu_memory_utilization={utilization}: "
                          f"{used / 2**30:.2f} GiB in use, forward peak {activation_peak / 2**30:.2f} GiB, "
                          f"{total / 2**30:.2f} GiB total")
     return budget

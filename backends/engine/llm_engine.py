@@ -9,6 +9,7 @@ from .config import EngineConfig
 from .device import resolve_device, resolve_dtype
 from .grammar import GrammarCompiler
 from .length_guard import LengthGuard
+from .gpu_fit import load_fitting
 from .model_runner import ModelRunner, load_model
 from .plans import ExecutionPlan
 from .quantize import quantize_model
@@ -45,7 +46,8 @@ class LLMEngine:
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
             path = model_dir(config.model)
             tokenizer = tokenizer or load_tokenizer(path)
-            model = load_model(path, resolve_dtype(config.dtype, device), device)
+            model = load_fitting(path, resolve_dtype(config.dtype, device), device, config.quantization,
+                                 config.quant_group_size, config.gpu_memory_utilization)
         elif model.device != device:
             model.to(device)
         quantize_model(model, config)  # in place, once; a no-op without config.quantization

@@ -10,7 +10,8 @@ from launcher.workers import local_workers
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("path", ["config/tiergate.yaml", "config/examples/production-tiers.yaml"])
+@pytest.mark.parametrize("path", ["config/tiergate.yaml", "config/examples/production-tiers.yaml",
+                                  "config/examples/gpu-tiers.yaml"])
 def test_config_loads(path):
     config = load_config(str(ROOT / path))
     assert [t.level for t in config.tiers] == sorted(t.level for t in config.tiers)
@@ -26,3 +27,13 @@ def test_default_stack_flags_are_valid_worker_flags():
 
 def test_production_example_launches_nothing_locally():
     assert local_workers(load_config(str(ROOT / "config/examples/production-tiers.yaml"))) == {}
+
+
+def test_gpu_example_flags_are_valid_cuda_worker_flags():
+    config = load_config(str(ROOT / "config/examples/gpu-tiers.yaml"))
+    parsed = {t.name: build_parser().parse_args(["--model", t.model, *t.workers[0].launch]) for t in config.tiers}
+    assert all(p.device == "cuda" for p in parsed.values())
+    assert parsed["cheap"].quantization == "int4" and parsed["medium"].quantization is None
+    large = parsed["large"]
+    assert (large.quantization, large.speculative, large.draft_model) == ("int4", "draft", "/models/llama-3.2-1b-instruct")
+    assert local_workers(config) == {}  # every worker on a GPU host of its own

@@ -1,0 +1,189 @@
+"""The steps of `benchmarks.gpu_check`, each run in a process of its own (so a step past its time
+box can be killed, and each starts with the whole GPU): `python -m benchmarks.gpu_check --step
+NAME` calls one of STEPS and prints its dict as the last stdout line.
+
+The measurements are benchmarks.engine's own (benchmarks/engine_decode.py: single-stream decode
+against the bandwidth limit, throughput at N in flight; engine.build_engine; engine_peers.py's
+peers) on random models of real shapes (benchmarks/engine_models.py), and the HTTP client of
+benchmarks/streaming_load.py against a real worker process.
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from backends.engine import EngineConfig, SamplingParams
+from backends.engine.llm_engine import LLMEngine
+from backends.engine.models import model_dir
+from benchmarks.engine import build_engine, log
+from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream
+from benchmarks.engine_models import random_int4_model, random_model, random_prompt
+from benchmarks.engine_peers import run_hf_continuous, run_hf_static
+from benchmarks.streaming_load import run_closed_loop
+from launcher.processes import free_port, stop_processes, wait_healthy
+
+ROOT = Path(__file__).parents[1]
+CUDA = torch.device("cuda")
+BF16 = torch.bfloat16
+PROMPT_TOKENS, OUTPUT_TOKENS = 500, 128
+# prompt (and, for the HTTP worker, output) ids stay inside SmolLM2's vocabulary, whose tokenizer
+# the saved random model borrows
+TOKENIZER_VOCAB = 49152
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+# the in-process engine and the HTTP worker run with the same limits, so their ratio is like for like
+ENGINE_FLAGS = {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
+SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "70b": "llama-3.1-70b"}  # engine_models.ARCHITECTURES
+
+
+def workload(n: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [random_prompt(rng, TOKENIZER_VOCAB, PROMPT_TOKENS) for _ in range(n)]
+
+
+def _free() -> None:
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def _engine_1b(seed: int) -> LLMEngine:
+    args = SimpleNamespace(model=SHAPES["1b"], cuda_graphs=None, compile=False, kv_cache_dtype="auto", seed=seed,
+                           **ENGINE_FLAGS)
+    return build_engine(args, CUDA, BF16)
+
+
+def step_engine(seed: int) -> dict:
+    """Random Llama-3.2-1B in bf16: single stream against the bandwidth limit, then 64 and 256
+    requests in flight (each set its own prompts: no prefix-cache hits between them)."""
+    engine = _engine_1b(seed)
+    engine.generate([workload(1, seed + 9)[0][:32]], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
+    out = {"single_stream": single_stream(engine, workload(1, seed + 7)[0], OUTPUT_TOKENS, copy_bandwidth(CUDA))}
+    log(f"engine single stream: {out['single_stream']}")
+    for n, prompts in ((64, workload(64, seed)), (256, workload(256, seed + 1))):
+        out[f"at_{n}"] = at_concurrency(engine, prompts, [OUTPUT_TOKENS] * n, n)
+        log(f"engine at {n}: {out[f'at_{n}']}")
+    out["gpu_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return out
+
+
+def step_hf(seed: int) -> dict:
+    """transformers' continuous batching on the 256 requests of step_engine; the static-batching
+    peer briefly, to show it runs on CUDA."""
+    model = random_model(SHAPES["1b"], CUDA, BF16, seed, "sdpa")
+    prompts = workload(256, seed + 1)
+    out = {"static": _static(model, prompts[:16])}
+    log(f"hf static: {out['static']}")
+    out["continuous"] = run_hf_continuous(model, prompts, OUTPUT_TOKENS)
+    log(f"hf continuous: {out['continuous']}")
+    return out
+
+
+def _static(model, prompts: list[list[int]]) -> dict:
+    start, times, _ = run_hf_static(model, prompts, [32] * len(prompts), [0.0] * len(prompts), len(prompts), 0,
+                                    log, 60.0)
+    produced = sum(len(t) for t in times)
+    return {"tokens_per_s": round(produced / (max(t[-1] for t in times if t) - start), 2), "output_tokens": produced}
+
+
+def _save_random_1b(folder: Path, seed: int) -> None:
+    """The random 1B with SmolLM2's tokenizer; head rows past that vocabulary zeroed, so greedy
+    decoding (random logits of the others reach well above 0) only picks ids the tokenizer has."""
+    model = random_model(SHAPES["1b"], CUDA, BF16, seed)
+    with torch.no_grad():
+        model.get_output_embeddings().weight[TOKENIZER_VOCAB:] = 0
+    model.save_pretrained(folder)
+    tokenizer = model_dir("smollm2-135m")
+    for name in TOKENIZER_FILES:
+        if (tokenizer / name).exists():
+            shutil.copy(tokenizer / name, folder / name)
+    del model
+    _free()
+
+
+def step_http(seed: int) -> dict:
+    """A worker process on the saved random 1B: 1 stream, then 64 streams of the 64 prompts of
+    step_engine (token ids), streamed /v1/completions."""
+    if not (model_dir("smollm2-135m") / "tokenizer.json").exists():
+        return {"skipped": f"no SmolLM2 tokenizer at {model_dir('smollm2-135m')} (docs/gpu.md)"}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "llama-3.2-1b-random"
+        began = time.perf_counter()
+        _save_random_1b(folder, seed)
+        out: dict = {"save_s": round(time.perf_counter() - began, 1)}
+        port = free_port()
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in ENGINE_FLAGS.items()]
+        cmd = [sys.executable, "-m", "backends.worker", "--model", str(folder), "--served-name", "random-1b",
+               "--device", CUDA.type, "--port", str(port), *flags]
+        with open(Path(tmp) / "worker.log", "wb") as worker_log:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+            try:
+                began = time.perf_counter()
+                if not wait_healthy(f"http://127.0.0.1:{port}", proc, 180):
+                    tail = (Path(tmp) / "worker.log").read_text(errors="replace")[-1500:]
+                    return {**out, "error": f"worker did not start: {tail}"}
+                out["start_s"] = round(time.perf_counter() - began, 1)
+                out.update(_streams(f"http://127.0.0.1:{port}", seed))
+            finally:
+                stop_processes([proc], timeout_s=20)
+    return out
+
+
+def _streams(url: str, seed: int) -> dict:
+    prompts = workload(64, seed)
+    asyncio.run(run_closed_loop(url, "random-1b", [(prompts[0][:32], 8)], 1))  # warm-up
+    out = {"streams_1": asyncio.run(run_closed_loop(url, "random-1b", [(p, OUTPUT_TOKENS) for p in prompts[:2]], 1))}
+    log(f"http 1 stream: {out['streams_1']}")
+    out["streams_64"] = asyncio.run(run_closed_loop(url, "random-1b", [(p, OUTPUT_TOKENS) for p in prompts], 64))
+    log(f"http 64 streams: {out['streams_64']}")
+    return out
+
+
+def step_int4_3b(seed: int) -> dict:
+    """Random Llama-3.2-3B in bf16, then the same weights quantized to int4 by the engine as the
+    worker's --quantization int4 does: single stream and 64 in flight for each."""
+    out = {}
+    for name, quantization in (("bf16", None), ("int4", "int4")):
+        model = random_model(SHAPES["3b"], CUDA, BF16, seed)
+        engine = LLMEngine(EngineConfig(model=SHAPES["3b"], device=CUDA.type, quantization=quantization), model=model)
+        run = {"single_stream": single_stream(engine, workload(1, seed + 7)[0], 64, copy_bandwidth(CUDA)),
+               "at_64": at_concurrency(engine, workload(64, seed), [64] * 64, 64)}
+        out[name] = run
+        log(f"3b {name}: {run}")
+        del engine, model
+        _free()
+    return out
+
+
+def step_70b(seed: int) -> dict:
+    """Random Llama-3.1-70B in int4 (groups of 32), built layer by layer on the GPU, then one
+    short generation through the engine."""
+    began = time.perf_counter()
+    model = random_int4_model(SHAPES["70b"], CUDA, BF16, 32, seed)
+    torch.cuda.synchronize()
+    out = {"build_s": round(time.perf_counter() - began, 1),
+           "weights_gib": round(torch.cuda.memory_allocated() / 2**30, 2),
+           "build_peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+    log(f"70b built: {out}")
+    engine = LLMEngine(EngineConfig(model=SHAPES["70b"], device=CUDA.type, cuda_graphs=False, max_num_seqs=4),
+                       model=model)
+    began = time.perf_counter()
+    [ids] = engine.generate([workload(1, seed)[0][:32]], SamplingParams(max_tokens=16, temperature=0.0,
+                                                                          ignore_eos=True))
+    elapsed = time.perf_counter() - began
+    free, total = torch.cuda.mem_get_info()
+    out.update({"generated_tokens": len(ids), "generate_s": round(elapsed, 2), "serves": len(ids) == 16,
+                "gpu_used_gib": round((total - free) / 2**30, 2), "gpu_total_gib": round(total / 2**30, 2),
+                "kv_blocks": engine.runner.num_blocks})
+    return out
+
+
+STEPS = {"engine": step_engine, "hf": step_hf, "http": step_http, "int4_3b": step_int4_3b, "70b": step_70b}
