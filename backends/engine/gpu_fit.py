@@ -26,21 +26,31 @@ MemGetInfo = Callable[[torch.device], tuple[int, int]]  # device -> (free, total
 QUANTIZED_BYTES = {"int4": lambda n, rows, group: n // 2 + n // group * 4, "int8": lambda n, rows, group: n + 4 * rows}
 
 
-def safetensors_shapes(folder: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape, from the headers of the folder's model weight files."""
+def safetensors_headers(folder: Path) -> dict[str, dict]:
+    """Tensor name -> its header entry (dtype, shape, data_offsets) from the folder's weight files."""
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.exists():
         files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
     else:
         files = [p.name for p in sorted(folder.glob("model*.safetensors"))]
-    shapes: dict[str, list[int]] = {}
+    entries: dict[str, dict] = {}
     for name in files:
         with open(folder / name, "rb") as f:
             (length,) = struct.unpack("<Q", f.read(8))
             header = json.loads(f.read(length))
-        shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
-    return shapes
+        entries.update({k: v for k, v in header.items() if k != "__metadata__"})
+    return entries
+
+
+def safetensors_shapes(folder: Path) -> dict[str, list[int]]:
+    return {name: entry["shape"] for name, entry in safetensors_headers(folder).items()}
+
+
+def packed_bytes(folder: Path) -> dict[str, int]:
+    """Integer tensors (an AWQ/GPTQ folder's packed codes and zeros) load as stored: name -> bytes."""
+    return {name: entry["data_offsets"][1] - entry["data_offsets"][0]
+            for name, entry in safetensors_headers(folder).items() if entry["dtype"][0] in "IU"}
 
 
 @dataclass(frozen=True)
@@ -61,13 +71,17 @@ class WeightNeed:
 
 
 def weight_need(shapes: dict[str, list[int]], dtype: torch.dtype, quantization: str | None = None,
-                group_size: int = 32) -> WeightNeed:
+                group_size: int = 32, packed: dict[str, int] | None = None) -> WeightNeed:
     """Bytes of the weights in `dtype`, and after quantization: every 2-d weight inside the decoder
-    layers, plus the LM head (or the tied embedding it shares) as int8 (engine/quantize.py)."""
+    layers, plus the LM head (or the tied embedding it shares) as int8 (engine/quantize.py).
+    `packed` (name -> bytes): an int4 folder's integer tensors, which load as they are stored."""
     element = torch.finfo(dtype).bits // 8
+    packed = packed or {}
     numel = {name: _prod(shape) for name, shape in shapes.items()}
-    load = sum(numel.values()) * element
+    load = sum(packed.get(name, n * element) for name, n in numel.items())
     served = load
+    if packed:
+        quantization = None  # the folder is int4 already: nothing is quantized after the load
     if quantization:
         head = "lm_head.weight" if "lm_head.weight" in shapes else \
             next((n for n in shapes if n.endswith("embed_tokens.weight")), None)
@@ -109,7 +123,7 @@ def load_fitting(path: Path, dtype: torch.dtype, device: torch.device, quantizat
     if device.type == "cuda" and utilization is not None:
         shapes = safetensors_shapes(path)
         if shapes:
-            need = weight_need(shapes, dtype, quantization, group_size)
+            need = weight_need(shapes, dtype, quantization, group_size, packed_bytes(path))
             check_weights_fit(need, utilization, device, mem_get_info)
     try:
         return load_model(path, dtype, device)

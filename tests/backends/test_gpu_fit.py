@@ -65,3 +65,12 @@ def test_the_worker_exits_with_the_one_line(monkeypatch):
         worker.main(["--model", "m", "--device", "cpu"])
     assert exited.value.code == "tiergate worker: model weights need 38.2 GiB but the GPU has 24.0 GiB free " \
                                 "at gpu_memory_utilization=0.9"
+
+
+def test_an_int4_folders_packed_tensors_count_as_stored():
+    shapes = {"model.layers.0.mlp.up_proj.qweight": [64, 16], "model.layers.0.mlp.up_proj.scales": [2, 128],
+              "model.norm.weight": [64]}
+    packed = {"model.layers.0.mlp.up_proj.qweight": 64 * 16 * 4}  # int32 words hold 8 codes each
+    need = weight_need(shapes, torch.bfloat16, "int4", 32, packed)
+    assert need.load_bytes == need.served_bytes == 64 * 16 * 4 + (2 * 128 + 64) * 2
+    assert "quantization" not in need.describe()  # nothing is quantized after such a load

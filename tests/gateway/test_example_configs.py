@@ -35,5 +35,7 @@ def test_gpu_example_flags_are_valid_cuda_worker_flags():
     assert all(p.device == "cuda" for p in parsed.values())
     assert parsed["cheap"].quantization == "int4" and parsed["medium"].quantization is None
     large = parsed["large"]
-    assert (large.quantization, large.speculative, large.draft_model) == ("int4", "draft", "/models/llama-3.2-1b-instruct")
+    # the 70B is an AWQ folder: int4 as stored, no quantization at load
+    assert (large.quantization, large.speculative, large.draft_model) == (None, "draft", "/models/llama-3.2-1b-instruct")
+    assert large.model.endswith("-awq")
     assert local_workers(config) == {}  # every worker on a GPU host of its own
