@@ -22,8 +22,10 @@ from aiohttp import web  # noqa: E402
 
 from .engine.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
-from .engine.device import KV_CACHE_DTYPES, DoesNotFit  # noqa: E402
+from .engine.device import KV_CACHE_DTYPES, resolve_device  # noqa: E402
 from .engine.llm_engine import LLMEngine  # noqa: E402
+from .engine.models import cache_root  # noqa: E402
+from .engine.plans import plan_defaults  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 from .serving.generation_defaults import parse_overrides  # noqa: E402
 from webwire import trace_flags, tracing  # noqa: E402
@@ -75,17 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
                              "forward leaves (--kv-cache-gb is then unused)")
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
-    parser.add_argument("--compile", action="store_true",
-                        help="CPU: decode steps run as one compiled graph of the whole model (built before "
-                             "serving, ~1-2 min the first time; see engine/compiled_decode.py)")
-    parser.add_argument("--int4-dense-prefill", action="store_true",
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="CPU: decode steps run as one compiled graph of the whole model, built before "
+                             "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
+                             "engine/compiled_decode.py). Default: on for int4 on CPU (engine/plans.py)")
+    parser.add_argument("--int4-dense-prefill", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
-                             "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps")
+                             "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps. "
+                             "Default: on for int4 on CPU")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
-    parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto",
+    parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES,
                         help="CPU: bfloat16 halves the KV bytes of an fp32 model (what each decode step reads), "
-                             "as llama.cpp's f16 cache; greedy output may then differ from fp32 now and then")
+                             "as llama.cpp's f16 cache; greedy output may then differ from fp32 now and then. "
+                             "Default: bfloat16 for int4 on CPU, else auto (the model's dtype)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--max-num-batched-tokens", type=int,
                         help="token budget per engine step (default: 512 on CPU, 4096 on CUDA)")
@@ -113,6 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def plan_settings(args: argparse.Namespace) -> dict:
+    """--compile, --int4-dense-prefill and --kv-cache-dtype as given, else the device's fastest plan."""
+    chosen = plan_defaults(resolve_device(args.device), args.quantization)
+    given = {"compile_decode": args.compile, "int4_dense_prefill": args.int4_dense_prefill,
+             "kv_cache_dtype": args.kv_cache_dtype}
+    settings = {name: chosen[name] if value is None else value for name, value in given.items()}
+    if settings["compile_decode"]:  # compiled kernels kept with our models, not in /tmp, so restarts reuse them
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+    log.info("plan settings: %s", ", ".join(f"{k}={v}{'' if given[k] is not None else ' (default)'}"
+                                            for k, v in settings.items()))
+    return settings
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -137,12 +155,11 @@ def main(argv: list[str] | None = None) -> None:
                           quant_group_size=args.quant_group_size, speculative=args.speculative,
                           num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
                           device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                          cuda_graphs=args.cuda_graphs, compile_decode=args.compile,
-                          int4_dense_prefill=args.int4_dense_prefill, kv_cache_dtype=args.kv_cache_dtype)
+                          cuda_graphs=args.cuda_graphs, **plan_settings(args))
     try:
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
                            generation_overrides=args.override_generation_config)
-    except DoesNotFit as error:  # a sizing fact for the operator, not a bug: one line, no traceback
+    except ValueError as error:  # a setting the engine refuses or a model too large: one line, no traceback
         raise SystemExit(f"tiergate worker: {error}") from None
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
     # handler_cancellation: a client that disconnects cancels its handler, which aborts the sequence.

@@ -75,7 +75,7 @@ def main(argv=None) -> int:
                        model, urlsplit(url).port, "--threads", str(threads), *tracing, *launch))
                    for url, (model, launch) in workers.items()}
         for url, proc in started.items():
-            if not wait_healthy(url, proc, 180):
+            if not wait_healthy(url, proc, 600):  # a CPU int4 worker compiles its decode steps first
                 print(f"worker {url} did not become healthy", file=sys.stderr)
                 return 1
             model, launch = workers[url]

@@ -1,0 +1,40 @@
+"""A worker started without plan flags gets the device's fastest measured plan (engine/plans.py);
+a flag given either way wins, and a setting the engine refuses ends the start with one line."""
+from __future__ import annotations
+
+import pytest
+
+from backends import worker
+from backends.worker import build_parser, plan_settings
+
+
+@pytest.fixture(autouse=True)
+def inductor_cache(monkeypatch):
+    """plan_settings points inductor's cache at ours when compiling: undone after each test."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "recorded")  # so that undoing restores what was there
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+
+
+def _settings(*flags: str) -> dict:
+    return plan_settings(build_parser().parse_args(["--model", "m", "--device", "cpu", *flags]))
+
+
+def test_an_int4_worker_on_cpu_compiles_with_dense_prefill_and_a_bf16_pool_by_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("TIERGATE_CACHE", str(tmp_path))
+    assert _settings("--quantization", "int4") == {"compile_decode": True, "int4_dense_prefill": True,
+                                                   "kv_cache_dtype": "bfloat16"}
+    assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")  # kept for restarts
+
+
+def test_given_flags_win_and_other_workers_keep_the_plain_plan():
+    assert _settings("--quantization", "int4", "--no-compile", "--kv-cache-dtype", "auto") == \
+        {"compile_decode": False, "int4_dense_prefill": True, "kv_cache_dtype": "auto"}
+    assert _settings() == {"compile_decode": False, "int4_dense_prefill": False, "kv_cache_dtype": "auto"}
+    assert _settings("--compile")["compile_decode"] is True
+
+
+def test_a_refused_setting_ends_the_start_with_one_line():
+    with pytest.raises(SystemExit) as exited:  # two decode paths on CPU: the plan refuses them by name
+        worker.main(["--model", "smollm2-135m", "--device", "cpu", "--compile", "--cuda-graphs"])
+    assert str(exited.value.code).startswith("tiergate worker: compile_decode and cuda_graphs")
+
