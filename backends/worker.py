@@ -19,6 +19,7 @@ os.environ.setdefault("GOMP_SPINCOUNT", "300000")
 
 import torch  # noqa: E402
 from aiohttp import web  # noqa: E402
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # noqa: E402
 
 from .engine.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
@@ -124,8 +125,10 @@ def plan_settings(args: argparse.Namespace) -> dict:
     given = {"compile_decode": args.compile, "int4_dense_prefill": args.int4_dense_prefill,
              "kv_cache_dtype": args.kv_cache_dtype}
     settings = {name: chosen[name] if value is None else value for name, value in given.items()}
-    if settings["compile_decode"]:  # compiled kernels kept with our models, not in /tmp, so restarts reuse them
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_root() / "inductor"))
+    # compiled kernels kept with our models, not in /tmp, so restarts reuse them; a directory the
+    # operator chose stays (inductor itself fills the variable with its /tmp default once it runs)
+    if settings["compile_decode"] and os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_root() / "inductor")
     log.info("plan settings: %s", ", ".join(f"{k}={v}{'' if given[k] is not None else ' (default)'}"
                                             for k, v in settings.items()))
     return settings

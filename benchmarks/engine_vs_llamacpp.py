@@ -6,8 +6,9 @@ Workload: streamed `/v1/completions`, synthetic prompts of ~60-700 tokens, 128 o
 with ignore_eos, temperature 0, at concurrency 1, 4 and 16; then a mixed workload whose
 prompt and output lengths come from real conversations (ShareGPT, read at run time: the first
 user turn as prompt, the reply's token count as max_tokens). Servers: llama.cpp (Q4_1,
-`-t 2 -np 16`), our worker fp32 and `--quantization int4` (the GGUF's own Q4_1 blocks), with
-`--compile` (compiled decode steps) or without, and int4 with `--int4-dense-prefill`.
+`-t 2 -np 16`), our worker fp32 (`+compile`: compiled decode steps) and `--quantization int4`
+(the GGUF's own Q4_1 blocks) on its default plan (compiled, dense prefill, bf16 KV) and with all
+three off (`int4+eager`).
 Prints tok/s, TTFT p50/p99, ITL p50/p99 per server and level, ratios against llama.cpp, and
 one JSON object as the last line."""
 from __future__ import annotations
@@ -33,7 +34,9 @@ from launcher.workers import worker_command  # noqa: E402
 
 MODEL = "smollm2-135m"
 # server-name suffix -> worker flags
-WORKER_OPTIONS = {"compile": ["--compile"], "dense": ["--int4-dense-prefill"], "kvbf16": ["--kv-cache-dtype", "bfloat16"]}
+# (a bare "int4" runs the worker's default plan for int4 on CPU: compiled, dense prefill, bf16 KV)
+WORKER_OPTIONS = {"compile": ["--compile"], "dense": ["--int4-dense-prefill"], "kvbf16": ["--kv-cache-dtype", "bfloat16"],
+                  "eager": ["--no-compile", "--no-int4-dense-prefill", "--kv-cache-dtype", "auto"]}
 
 
 def _complete_records(text: str):
@@ -129,7 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--levels", default="1:4,4:8,16:32", help="concurrency:requests pairs")
     parser.add_argument("--sharegpt", type=int, default=24, help="mixed-workload requests (0: skip)")
-    parser.add_argument("--servers", default="llama.cpp,int4+compile+dense,int4+compile,fp32+compile,int4",
+    parser.add_argument("--servers", default="llama.cpp,int4,int4+eager,fp32+compile",
                         help="llama.cpp, fp32 or int4; '+compile' adds the worker's --compile, '+dense' its "
                              "--int4-dense-prefill, '+kvbf16' its --kv-cache-dtype bfloat16")
     args = parser.parse_args()

@@ -60,6 +60,8 @@ def sample_on_device(seqs: list[Sequence], logits: torch.Tensor, grammars=None) 
     """Token ids [len(seqs)] on the logits' device, with no read back to the host."""
     if not all(seq.params.is_plain for seq in seqs):
         logits = _process(seqs, logits.clone(), grammars)
+    if all(seq.params.temperature == 0 for seq in seqs):
+        return logits.argmax(dim=-1)  # no per-row settings to build for an all-greedy step
     return sample(logits, row_params(seqs, logits.device))
 
 

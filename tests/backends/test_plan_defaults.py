@@ -3,6 +3,7 @@ a flag given either way wins, and a setting the engine refuses ends the start wi
 from __future__ import annotations
 
 import pytest
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 from backends import worker
 from backends.worker import build_parser, plan_settings
@@ -24,6 +25,15 @@ def test_an_int4_worker_on_cpu_compiles_with_dense_prefill_and_a_bf16_pool_by_de
     assert _settings("--quantization", "int4") == {"compile_decode": True, "int4_dense_prefill": True,
                                                    "kv_cache_dtype": "bfloat16"}
     assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")  # kept for restarts
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # inductor's own /tmp default, filled in
+    _settings("--quantization", "int4")
+    assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+
+
+def test_an_inductor_cache_the_operator_chose_stays(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    _settings("--quantization", "int4")
+    assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
 
 
 def test_given_flags_win_and_other_workers_keep_the_plain_plan():
