@@ -26,6 +26,7 @@ from .pool import Pools
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
 from .retry_budget import RetryBudget
+from .shutdown import finish_within
 from .tier_capabilities import by_tier, read_card
 from .trace_spans import warn_if_changed
 from .upstream import open_upstream
@@ -98,13 +99,14 @@ class GatewayState:
                 pass
 
     async def stop(self) -> None:
-        await self.batches.stop()  # lines in flight are cut and run again by whoever resumes the batch
-        await self.quality.stop()
+        # lines in flight are cut and run again by whoever resumes the batch
+        await finish_within("the batch runner", self.batches.stop())
+        await finish_within("the quality monitor", self.quality.stop())
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.affinity.drain()
-        await self.activity.drain()
+        await finish_within("the background tasks", asyncio.gather(*self._tasks, return_exceptions=True))
+        await finish_within("the affinity writes", self.affinity.drain())
+        await finish_within("the console's last flush", self.activity.drain())
         if self.session:
             await self.session.close()
         if self.redis is not None:

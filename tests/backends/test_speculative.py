@@ -35,10 +35,15 @@ def case():
 
 @pytest.mark.parametrize("method, draft", [("ngram", None), ("draft", "same"), ("draft", "other")])
 @pytest.mark.parametrize("num_blocks", [2048, 30])  # 30 blocks force preemption
-def test_greedy_speculation_equals_plain_decoding(case, method, draft, num_blocks):
+# on a GPU: the CUDA plan itself (Triton attention, graphs for the plain decode steps, sampling there)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_greedy_speculation_equals_plain_decoding(case, method, draft, num_blocks, device):
     model, prompts, expected = case
+    model = model if device == "cpu" else copy.deepcopy(model).to(device)
     draft_model = {"same": lambda: copy.deepcopy(model), "other": other_tiny_draft, None: lambda: None}[draft]()
-    config = EngineConfig(model="test", block_size=8, num_blocks=num_blocks, speculative=method, num_speculative_tokens=4)
+    draft_model = draft_model.to(device) if draft_model is not None else None
+    config = EngineConfig(model="test", block_size=8, num_blocks=num_blocks, speculative=method, num_speculative_tokens=4,
+                          device=device)
     engine = LLMEngine(config, model=model, draft_model=draft_model)
     assert engine.generate(prompts, GREEDY) == expected
     stats = engine.spec_stats
