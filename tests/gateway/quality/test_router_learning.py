@@ -94,10 +94,17 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
     fresh = OutcomeLearner(ClassifierSlot(load_classifier()), lambda: gw.state.config)
     fresh.start(gw.state.redis, redis_prefix)
     live = gw.state.quality.learner
-    await live.poll()  # verdicts still queued at upload time may have reached the stream since
-    await fresh.poll()
-    assert (fresh.counts["swapped"], fresh.counts["refused"], len(fresh.learned), len(fresh.heldout)) == \
-        (live.counts["swapped"], live.counts["refused"], len(live.learned), len(live.heldout))
+
+    def state(learner):
+        return learner.counts["swapped"], learner.counts["refused"], len(learner.learned), len(learner.heldout)
+
+    async def agree() -> bool:  # verdicts still on their way to the stream at upload time reach both in turn
+        await live.poll()
+        await fresh.poll()
+        return state(fresh) == state(live)
+
+    await wait_for(agree, timeout_s=15, what="the replaying replica reaching the live learner's decisions")
+    assert state(fresh) == state(live) and state(fresh)[0] >= 1
     assert fresh.slot.current.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good == \
         pytest.approx(gw.state.classifier.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good)
 
