@@ -149,17 +149,17 @@ def main(argv: list[str] | None = None) -> None:
         log.info("embeddings worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
         web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
         return
-    config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
-                          max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
-                          max_waiting=args.max_waiting, batch_max_wait_s=args.batch_max_wait_s,
-                          batch_prefill_chunk=args.batch_prefill_chunk or None,
-                          max_model_len=args.max_model_len,
-                          enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
-                          quant_group_size=args.quant_group_size, speculative=args.speculative,
-                          num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
-                          device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                          cuda_graphs=args.cuda_graphs, **plan_settings(args))
     try:
+        config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
+                              max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
+                              max_waiting=args.max_waiting, batch_max_wait_s=args.batch_max_wait_s,
+                              batch_prefill_chunk=args.batch_prefill_chunk or None,
+                              max_model_len=args.max_model_len,
+                              enable_prefix_caching=not args.no_prefix_caching, quantization=args.quantization,
+                              quant_group_size=args.quant_group_size, speculative=args.speculative,
+                              num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
+                              device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                              cuda_graphs=args.cuda_graphs, **plan_settings(args))
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
                            generation_overrides=args.override_generation_config)
     except ValueError as error:  # a setting the engine refuses or a model too large: one line, no traceback

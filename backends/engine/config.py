@@ -45,6 +45,9 @@ class EngineConfig:
     draft_model: str | None = None  # bundled name or folder; must share the target's tokenizer
 
     def __post_init__(self):
+        # refused here, before any weights load; on CUDA the plan refuses compile_decode alone
+        if self.compile_decode and self.cuda_graphs:
+            raise ValueError("compile_decode and cuda_graphs are two decode paths: choose one")
         tokens, seqs = step_limits(self.device)
         if self.max_num_batched_tokens is None:
             self.max_num_batched_tokens = tokens

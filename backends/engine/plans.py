@@ -69,8 +69,6 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
         decode = Decode.EAGER if config.cuda_graphs is False else Decode.GRAPHS
         return ExecutionPlan(device, decode, attend or triton_attention(), moves_inputs=True, kv_budget=kv_budget,
                              capture=capture or partial(capture_cuda_graph, device=device))
-    if config.compile_decode and config.cuda_graphs:
-        raise ValueError("compile_decode and cuda_graphs are two decode paths: on CPU, choose one")
     decode = Decode.COMPILED if config.compile_decode else Decode.STATIC if config.cuda_graphs else Decode.EAGER
     return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget)
 
