@@ -93,8 +93,9 @@ def _merge(module: nn.Module, names: tuple[str, ...], merged_name: str) -> tuple
     """Replace the plain nn.Linear siblings `names` by one Linear `merged_name` (outputs
     concatenated in that order); returns their output widths, or None when they cannot merge."""
     layers = [getattr(module, name) for name in names]
-    if any(type(layer) is not nn.Linear for layer in layers) or \
-            len({(layer.in_features, layer.bias is None, layer.weight.dtype) for layer in layers}) != 1:
+    if any(type(layer) is not nn.Linear or layer.weight.is_meta for layer in layers):
+        return None  # quantized, or not loaded yet
+    if len({(layer.in_features, layer.bias is None, layer.weight.dtype, layer.weight.device) for layer in layers}) != 1:
         return None
     first = layers[0]
     merged = nn.Linear(first.in_features, sum(layer.out_features for layer in layers), bias=first.bias is not None,

@@ -156,3 +156,11 @@ def test_a_fused_decode_step_runs_fewer_kernels():
     assert matmuls(plain) - matmuls(fused) == 3 * layers  # q/k/v and gate/up: 7 projections a layer become 4
     assert fused.count("fused") == 4 * layers + 1  # norm, rotary, add+norm, SiLU-and-mul; the final norm
     assert len(fused) < len(plain) - 10 * layers, (len(plain), len(fused))
+
+
+def test_the_worker_flag_is_unset_on_or_off():
+    from backends.worker import build_parser
+
+    flag = [build_parser().parse_args(["--model", "m", *extra]).fuse_kernels
+            for extra in ([], ["--fuse-kernels"], ["--no-fuse-kernels"])]
+    assert flag == [None, True, False]
