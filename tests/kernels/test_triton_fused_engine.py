@@ -11,7 +11,7 @@ from backends.engine.plans import choose_plan
 from backends.engine.sequence import SamplingParams
 from kernels.fused_reference import triton_ops
 from kernels.triton_paged_attention import triton_paged_attention
-from tests.backends.models import hf_greedy, tiny_llama
+from tests.backends.models import hf_greedy, tiny_llama, tiny_qwen
 from tests.kernels.device import DEVICE
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts
@@ -19,8 +19,9 @@ from tests.support.prompts import random_prompts
 pytestmark = pytest.mark.slow  # the engine end to end in Triton's interpreter
 
 
-def test_fused_modules_survive_graph_capture_and_replay_on_triton_kernels():
-    model, reference = tiny_llama()
+@pytest.mark.parametrize("family", ["llama", "qwen3"])  # Qwen3: per-head norms on the split q/k views
+def test_fused_modules_survive_graph_capture_and_replay_on_triton_kernels(family):
+    model, reference = tiny_llama() if family == "llama" else tiny_qwen(3)
     prompts = random_prompts(3, 512, shared_prefix=8, seed=11, max_body=40)
     params = [SamplingParams(max_tokens=2 + 2 * i, temperature=0.0, ignore_eos=True) for i in range(3)]
     expected = [hf_greedy(reference, p, sp.max_tokens) for p, sp in zip(prompts, params)]
