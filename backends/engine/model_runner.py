@@ -117,6 +117,7 @@ class ModelRunner:
         self.block_size = config.block_size
         self.device = model.device
         self.plan = plan or choose_plan(config, self.device)
+        self.plan.prepare(model)  # fused kernels (engine/fusion.py) before the pool is sized and graphs captured
         self.workspace = GatherWorkspace()
         self.attention_modules = attention_modules(model, self.num_layers)
         if self.device.type == "cpu":

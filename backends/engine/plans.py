@@ -4,6 +4,9 @@ A plan says which attention kernels run, how the KV pool is sized, which path pu
 steps take, and whether step inputs are copied to the device. ModelRunner reads the plan
 instead of testing the device at each branch.
 
+The CUDA plan also fuses the model's elementwise kernels and sibling projections
+(engine/fusion.py) unless config.fuse_kernels is False.
+
 What only CUDA has (the memory queries that size the pool, graph capture) is reached through
 two of the plan's members, which tests replace with stand-ins: the CUDA plan's own Python
 (construction order, pool sizing, capture, replay, padding, sampling on the logits' device)
@@ -18,11 +21,13 @@ from typing import Callable
 
 import torch
 
+from kernels.fused_reference import TORCH_OPS, FusedOps, triton_ops
 from kernels.paged_attention import paged_attention
 
 from .config import EngineConfig
 from .cuda_graphs import capture_cuda_graph
 from .device import profiled_kv_bytes
+from .fusion import fuse_model
 
 
 class Decode(StrEnum):
@@ -43,6 +48,13 @@ class ExecutionPlan:
     kv_budget: Callable[[Callable[[], None]], int] | None = None
     # capture(forward, pool) -> (replay, output, pool): forward() recorded as a CUDA graph (GRAPHS only)
     capture: Callable | None = None
+    # fuse(model): fused kernels and merged projections swapped in (engine/fusion.py); None: the model as loaded
+    fuse: Callable | None = None
+
+    def prepare(self, model: torch.nn.Module) -> None:
+        """What the plan changes in the model, once, before the pool is sized and graphs are captured."""
+        if self.fuse is not None:
+            self.fuse(model)
 
     @property
     def name(self) -> str:
@@ -55,11 +67,20 @@ def triton_attention() -> Callable:
     return triton_paged_attention
 
 
+def fusion(config: EngineConfig, default: bool, ops: Callable[[], FusedOps]) -> Callable | None:
+    """fuse(model) when config.fuse_kernels (or, unset, `default`) says so; an explicit request
+    makes a model of a family we do not fuse an error rather than a log line."""
+    if not (default if config.fuse_kernels is None else config.fuse_kernels):
+        return None
+    return partial(fuse_model, ops=ops(), explicit=config.fuse_kernels is True)
+
+
 def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callable | None = None,
-                capture: Callable | None = None, attend: Callable | None = None) -> ExecutionPlan:
+                capture: Callable | None = None, attend: Callable | None = None,
+                fused_ops: FusedOps | None = None) -> ExecutionPlan:
     """The plan for `device`. The keywords stand in for what only CUDA has: `capture` (graph
-    capture) with `attend` choose the CUDA plan for tensors on another device, as tests do on
-    CPU; `kv_budget` replaces the GPU memory queries that size the pool."""
+    capture) with `attend` and `fused_ops` choose the CUDA plan for tensors on another device, as
+    tests do on CPU; `kv_budget` replaces the GPU memory queries that size the pool."""
     if device.type == "cuda" or capture is not None:
         if config.compile_decode:
             raise ValueError("compile_decode (--compile) is for the CPU: on CUDA, decode steps replay CUDA graphs")
@@ -68,9 +89,11 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
             kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=device)
         decode = Decode.EAGER if config.cuda_graphs is False else Decode.GRAPHS
         return ExecutionPlan(device, decode, attend or triton_attention(), moves_inputs=True, kv_budget=kv_budget,
-                             capture=capture or partial(capture_cuda_graph, device=device))
+                             capture=capture or partial(capture_cuda_graph, device=device),
+                             fuse=fusion(config, True, lambda: fused_ops or triton_ops()))
     decode = Decode.COMPILED if config.compile_decode else Decode.STATIC if config.cuda_graphs else Decode.EAGER
-    return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget)
+    return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget,
+                         fuse=fusion(config, False, lambda: fused_ops or TORCH_OPS))
 
 
 # The fastest CPU plan measured for an int4 model (SmolLM2-135M on 2 cores: 161 against 57 tok/s

@@ -6,7 +6,7 @@ import functools
 
 import torch
 from transformers import (AutoTokenizer, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
-                          LlamaForCausalLM)
+                          LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 from backends.engine.model_runner import ATTN_IMPLEMENTATION, load_model
 from backends.engine.models import model_dir
@@ -28,6 +28,15 @@ def tiny_llama():
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
                          eos_token_id=None, bos_token_id=None, pad_token_id=None)
     return _pair(LlamaForCausalLM, config, seed=0)
+
+
+def tiny_qwen(version: int):
+    """Qwen2 (biased q/k/v) or Qwen3 (per-head q/k norms), the shapes of tiny_llama."""
+    config_class, model_class = {2: (Qwen2Config, Qwen2ForCausalLM), 3: (Qwen3Config, Qwen3ForCausalLM)}[version]
+    config = config_class(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, head_dim=16,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                          eos_token_id=None, bos_token_id=None, pad_token_id=None)
+    return _pair(model_class, config, seed=version)
 
 
 def tiny_gemma3(sliding_window: int = 16):

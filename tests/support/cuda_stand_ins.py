@@ -40,10 +40,12 @@ class MemoryBudget:
         return self.granted
 
 
-def cuda_plan_on_cpu(config: EngineConfig, attend=None, kv_bytes: int | None = None) -> ExecutionPlan:
+def cuda_plan_on_cpu(config: EngineConfig, attend=None, kv_bytes: int | None = None, fused_ops=None) -> ExecutionPlan:
     """The CUDA plan for CPU tensors: stand-in capture and, with `kv_bytes`, a stand-in memory budget.
-    `attend` defaults to the torch paged attention (Triton runs only in its interpreter here)."""
+    `attend` and `fused_ops` default to the torch paged attention and fused-kernel set (Triton runs
+    only in its interpreter here)."""
+    from kernels.fused_reference import TORCH_OPS
     from kernels.paged_attention import paged_attention
 
     return choose_plan(config, torch.device("cpu"), capture=GraphCapture(), attend=attend or paged_attention,
-                       kv_budget=MemoryBudget(kv_bytes) if kv_bytes else None)
+                       kv_budget=MemoryBudget(kv_bytes) if kv_bytes else None, fused_ops=fused_ops or TORCH_OPS)
