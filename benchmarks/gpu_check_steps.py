@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -25,6 +26,7 @@ import torch
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.models import model_dir
+from backends.engine.quantize import Int4Linear, Int8Linear
 from benchmarks.engine import build_engine, log
 from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream
 from benchmarks.engine_models import random_int4_model, random_model, random_prompt
@@ -147,14 +149,22 @@ def _streams(url: str, seed: int) -> dict:
     return out
 
 
+def quantized_kernels(model: torch.nn.Module) -> dict[str, int]:
+    """How many int4 / int8 layers run each kernel (tinygemm, triton, ...), e.g. {"int4 tinygemm": 196}."""
+    return dict(Counter(f"{'int4' if isinstance(m, Int4Linear) else 'int8'} {m.kernel}" for m in model.modules()
+                        if isinstance(m, (Int4Linear, Int8Linear))))
+
+
 def step_int4_3b(seed: int) -> dict:
     """Random Llama-3.2-3B in bf16, then the same weights quantized to int4 by the engine as the
-    worker's --quantization int4 does: single stream and 64 in flight for each."""
+    worker's --quantization int4 does (its default kernels, named in "kernels"): single stream
+    and 64 in flight for each."""
     out = {}
     for name, quantization in (("bf16", None), ("int4", "int4")):
         model = random_model(SHAPES["3b"], CUDA, BF16, seed)
         engine = LLMEngine(EngineConfig(model=SHAPES["3b"], device=CUDA.type, quantization=quantization), model=model)
-        run = {"single_stream": single_stream(engine, workload(1, seed + 7)[0], 64, copy_bandwidth(CUDA)),
+        run = {"kernels": quantized_kernels(engine.model),
+               "single_stream": single_stream(engine, workload(1, seed + 7)[0], 64, copy_bandwidth(CUDA)),
                "at_64": at_concurrency(engine, workload(64, seed), [64] * 64, 64)}
         out[name] = run
         log(f"3b {name}: {run}")
@@ -171,7 +181,7 @@ def step_70b(seed: int) -> dict:
     torch.cuda.synchronize()
     out = {"build_s": round(time.perf_counter() - began, 1),
            "weights_gib": round(torch.cuda.memory_allocated() / 2**30, 2),
-           "build_peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
+           "build_peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2), "kernels": quantized_kernels(model)}
     log(f"70b built: {out}")
     engine = LLMEngine(EngineConfig(model=SHAPES["70b"], device=CUDA.type, cuda_graphs=False, max_num_seqs=4),
                        model=model)

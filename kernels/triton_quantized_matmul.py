@@ -8,6 +8,8 @@ packing differs, chosen here at load time because aten's CPU packing is opaque:
   weight 2j in its low nibble and weight 2j + 1 in its high nibble (`pack_int4_along_k`).
   Scales and zeros stay in quantize_int4's `[k / group, n, 2]` layout; `w = (q - 8) * s + z`.
 
+Inputs of up to GEMV_MAX_ROWS rows (decode steps) go to kernels/triton_quantized_gemv.py, made
+for bandwidth (split k, k-contiguous loads, no tl.dot padding rows to 16); larger ones here.
 One program computes a BLOCK_M x BLOCK_N tile of `y`, walking k one group at a time
 (BLOCK_K = group size for int4), so every weight tile is dequantised in registers with one
 scale and zero per output column and never written back as fp weights. Activations may be
@@ -22,6 +24,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from .triton_quantized_gemv import GEMV_MAX_ROWS, int4_gemv, int8_gemv
 
 BLOCK_M = 16  # tl.dot needs every dimension >= 16; decode batches are small
 BLOCK_N = 64
@@ -108,9 +112,15 @@ def _launch(kernel, x: torch.Tensor, weight: torch.Tensor, scales: torch.Tensor,
     return out.reshape(*x.shape[:-1], n)
 
 
+def _few_rows(x: torch.Tensor) -> bool:
+    return x.numel() <= GEMV_MAX_ROWS * x.shape[-1]
+
+
 def triton_int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor,
                        bias: torch.Tensor | None = None) -> torch.Tensor:
     """codes int8 [n, k], scales [n] (quantize_int8's output, on x's device)."""
+    if _few_rows(x):
+        return int8_gemv(x, codes.contiguous(), scales.contiguous(), bias)
     return _launch(_int8_kernel, x, codes.contiguous(), scales.contiguous(), codes.shape[0], bias,
                    BLOCK_K=INT8_BLOCK_K)
 
@@ -130,4 +140,6 @@ def triton_int4_linear(x: torch.Tensor, packed: torch.Tensor, scales_and_zeros: 
     if k % group_size or packed.shape[1] * 2 != k:
         raise ValueError(f"input of {k} features does not fit int4 weights [{packed.shape[0]}, "
                          f"{packed.shape[1] * 2}] in groups of {group_size}")
+    if _few_rows(x):
+        return int4_gemv(x, packed, scales_and_zeros.contiguous(), group_size, bias)
     return _launch(_int4_kernel, x, packed, scales_and_zeros.contiguous(), packed.shape[0], bias, GROUP=group_size)

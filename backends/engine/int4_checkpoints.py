@@ -25,16 +25,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .quantize import Int4Linear, Kernel, cpu_kernel
+from .quantize import Int4Linear, Kernel, int4_kernel
 
 log = logging.getLogger("tiergate.int4_checkpoints")
 METHODS = ("awq", "gptq")
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # AutoAWQ's GEMM interleave: nibble i holds column AWQ_ORDER[i]
 AWQ_UNDO = tuple(sorted(range(8), key=AWQ_ORDER.__getitem__))  # column j lies in nibble AWQ_UNDO[j]
 GPTQ_ZERO_OFFSET = {"gptq": 1, "gptq_v2": 0}  # checkpoint_format -> what to add to a stored zero
-# the group sizes each int4 kernel takes: our C++ tiles 32 or 64 (kernels/csrc/int4_linear_cpu.cpp),
-# aten's CPU kernel up to 256, Triton's group-wide blocks any power of two from 32 (tl.dot needs 16)
-KERNEL_GROUPS = {Kernel.CPP: (32, 64), Kernel.ATEN: (32, 64, 128, 256), Kernel.TRITON: (32, 64, 128, 256)}
 PACKED_PARTS = ("qweight", "qzeros", "scales", "g_idx", "bias")
 
 
@@ -79,21 +76,6 @@ def int4_format(config: dict) -> Int4Format | None:
 def folder_format(path) -> Int4Format | None:
     config = Path(path) / "config.json"
     return int4_format(json.loads(config.read_text(encoding="utf-8"))) if config.exists() else None
-
-
-def kernel_for(device: torch.device, group_size: int, in_features: int) -> Kernel:
-    """The kernel quantize.py picks for the device, or on CPU aten's where our tiles cannot take the group."""
-    if device.type == "cuda":
-        kernel = Kernel.TRITON
-    elif device.type == "cpu":
-        kernel = cpu_kernel(in_features)
-        kernel = kernel if group_size in KERNEL_GROUPS[kernel] else Kernel.ATEN
-    else:
-        raise ValueError(f"int4 checkpoints are served on CPU or CUDA, not on {device.type}")
-    if group_size not in KERNEL_GROUPS[kernel]:
-        raise ValueError(f"quantization_config group_size {group_size} is not served on {device.type}: "
-                         f"the {kernel} int4 kernel takes groups of {KERNEL_GROUPS[kernel]}")
-    return kernel
 
 
 def _nibbles(packed: torch.Tensor) -> torch.Tensor:
@@ -163,8 +145,9 @@ def _set_tensor(model: nn.Module, key: str, tensor: torch.Tensor, dtype: torch.d
 
 def load_int4_checkpoint(path, fmt: Int4Format, dtype: torch.dtype, device: torch.device,
                          attn_implementation: str) -> nn.Module:
-    """The model of an AWQ / GPTQ folder on the CPU, its quantised linears as Int4Linear with
-    the kernel `device` runs; everything else (embeddings, norms, head) in `dtype`."""
+    """The model of an AWQ / GPTQ folder, its quantised linears as Int4Linear with the kernel
+    `device` runs (tinygemm's already on the GPU); everything else (embeddings, norms, head) on
+    the CPU in `dtype`."""
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
@@ -202,14 +185,19 @@ def load_int4_checkpoint(path, fmt: Int4Format, dtype: torch.dtype, device: torc
 
 def _replace_linear(model: nn.Module, prefix: str, fmt: Int4Format, parts: dict[str, torch.Tensor],
                     device: torch.device) -> None:
+    """The layer's int4 codes in place of its nn.Linear, packed for the kernel it runs on `device`:
+    on the GPU for tinygemm (its packer runs there only), else on the CPU (the model moves later)."""
+    from .layerwise import int4_from_codes  # layerwise imports the runner, which imports this module
+
     linear = model.get_submodule(prefix)
     codes, scales, mins = unpack_layer(fmt, parts)
     if not isinstance(linear, nn.Linear) or codes.shape != (linear.out_features, linear.in_features):
         raise ValueError(f"{prefix}: int4 weights {tuple(codes.shape)} do not fit the model's {linear}")
-    bias = parts.get("bias")
-    kernel = kernel_for(device, fmt.group_size, linear.in_features)
+    kernel = int4_kernel(device, linear.in_features, linear.out_features, fmt.group_size, linear.weight.dtype)
+    where = device if kernel == Kernel.TINYGEMM else torch.device("cpu")
     owner, _, name = prefix.rpartition(".")
-    layer = Int4Linear(codes, scales, mins, fmt.group_size, None if bias is None else bias.float(), kernel)
+    layer = int4_from_codes(linear, codes.to(where), scales.to(where), mins.to(where), fmt.group_size, kernel,
+                            bias=parts.get("bias"))
     setattr(model.get_submodule(owner), name, layer)
 
 

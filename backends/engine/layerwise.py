@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from .model_runner import ATTN_IMPLEMENTATION
-from .quantize import Int4Linear, Kernel, cpu_kernel
+from .quantize import Int4Linear, Kernel, int4_kernel
 
 INIT_STD = 0.02  # the std of the dense weights (embeddings, LM head) a random model gets
 # random codes q in 0..15 read w = (q - 8) * scale, so w's std is about 4.6 scales: ~0.02
@@ -25,21 +25,23 @@ RANDOM_SCALE = 0.004
 
 
 def int4_from_codes(linear: nn.Linear, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
-                    group_size: int, kernel: Kernel | None = None) -> Int4Linear:
-    """The Int4Linear that takes `linear`'s place (a meta or real nn.Linear: only its shape and
-    bias are read; codes [n, k], scales and mins [n, k / group] on the target device)."""
+                    group_size: int, kernel: Kernel | None = None, bias: torch.Tensor | None = None) -> Int4Linear:
+    """The Int4Linear that takes `linear`'s place (a meta or real nn.Linear: only its shape, dtype
+    and bias are read; codes [n, k], scales and mins [n, k / group] on the target device). `bias`
+    (a checkpoint's own) replaces the linear's; `kernel` as quantize.int4_kernel's `asked`."""
     if codes.shape != (linear.out_features, linear.in_features):
         raise ValueError(f"codes of shape {tuple(codes.shape)} do not fit a "
                          f"[{linear.out_features}, {linear.in_features}] layer")
-    bias = None
-    if linear.bias is not None:  # a meta bias has no values: zeros, as a random model's biases
+    if bias is not None:
+        bias = bias.detach().float().to(codes.device)
+    elif linear.bias is not None:  # a meta bias has no values: zeros, as a random model's biases
         bias = torch.zeros(linear.out_features, device=codes.device) if linear.bias.is_meta \
             else linear.bias.detach().float().to(codes.device)
-    return Int4Linear(codes, scales, mins, group_size, bias, kernel or kernel_for(codes.device, codes.shape[1]))
+    return Int4Linear(codes, scales, mins, group_size, bias, _kernel(linear, codes.device, group_size, kernel))
 
 
-def kernel_for(device: torch.device, in_features: int) -> Kernel:
-    return Kernel.TRITON if device.type == "cuda" else cpu_kernel(in_features)
+def _kernel(linear: nn.Linear, device: torch.device, group_size: int, asked: Kernel | None) -> Kernel:
+    return int4_kernel(device, linear.in_features, linear.out_features, group_size, linear.weight.dtype, asked)
 
 
 def meta_skeleton(config: PretrainedConfig, dtype: torch.dtype,
@@ -54,7 +56,7 @@ def meta_skeleton(config: PretrainedConfig, dtype: torch.dtype,
 
 def _random_int4(linear: nn.Linear, group_size: int, kernel: Kernel | None, device: torch.device,
                  generator: torch.Generator) -> Int4Linear:
-    kernel = kernel or kernel_for(device, linear.in_features)
+    kernel = _kernel(linear, device, group_size, kernel)
     shape, groups = (linear.out_features, linear.in_features), (linear.out_features, linear.in_features // group_size)
     code_dtype = torch.int32 if kernel == Kernel.ATEN else torch.uint8  # aten's packer takes int32 only
     codes = torch.randint(0, 16, shape, dtype=code_dtype, device=device, generator=generator)

@@ -17,11 +17,12 @@ multiple of 16 or in_features not a multiple of the group size) stay in full pre
 
 Kernels: on CPU our C++ int4 kernel (int4 layers keep their codes and scales in its tile layout;
 aten's int4 kernel where no compiler is at hand) and the int8 kernels of
-kernels/quantized_linear.py; on CUDA the Triton GEMM of
-kernels/triton_quantized_matmul.py, fed the same codes, scales and zeros (int4 repacked
-along k at load time, so no out_features multiple of 16 is needed there) with activations
-in the model's dtype. `quantize_linears(kernel=...)` picks one explicitly (tests run the
-Triton one on CPU in Triton's interpreter); by default the model's device decides.
+kernels/quantized_linear.py; on CUDA int4 layers of bf16 models run aten's tinygemm
+(kernels/tinygemm_int4.py) on sm80+ where their shape fits it, and every other quantized layer
+the Triton GEMM / GEMV of kernels/triton_quantized_matmul.py, fed the same codes, scales and zeros
+(int4 repacked along k at load time, so no out_features multiple of 16 is needed there) with
+activations in the model's dtype. quant_kernels.py decides, per layer; `quantize_linears(kernel=...)`
+picks one explicitly (tests run the Triton one on CPU in Triton's interpreter).
 
 int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
 kept (backends/engine/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
@@ -42,13 +43,14 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
-from enum import StrEnum
 
 import torch
 from torch import nn
 
 from backends.engine.gguf_blocks import load_q4_1
-from kernels import cpu_kernels
+from backends.engine.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
+                                           default_kernel, int4_kernel, int8_kernel)
+from kernels import tinygemm_int4
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
                                       int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,
                                       quantize_int4, quantize_int8, scales_and_mins, split_q4_1)
@@ -58,16 +60,6 @@ METHODS = ("int8", "int4")
 GROUP_SIZES = (32, 64)
 
 
-class Kernel(StrEnum):
-    """The matmul a quantized layer runs. int8 layers take the same names: on CPU int8_linear
-    picks its kernel itself."""
-    CPP = "cpp"        # CPU: our C++ int4 kernel
-    ATEN = "aten"      # CPU: aten's int4 kernel (no compiler needed)
-    TRITON = "triton"  # CUDA: the Triton GEMM (on CPU only in the interpreter)
-
-
-KERNELS = tuple(Kernel)
-CPU_KERNELS = (Kernel.CPP, Kernel.ATEN)
 DENSE_MIN_ROWS = 16  # int4 layers with a dense copy (attach_dense_prefill) use it from this many rows
 
 
@@ -82,7 +74,7 @@ class Int8Linear(nn.Module):
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, bias: torch.Tensor | None, kernel: Kernel = Kernel.ATEN):
         super().__init__()
         self.out_features, self.in_features = codes.shape
-        self.kernel = kernel
+        self.kernel = int8_kernel(Kernel(kernel))
         self.register_buffer("codes", codes)
         self.register_buffer("scales", scales)
         self.register_buffer("bias", bias)
@@ -105,25 +97,21 @@ class Int8Linear(nn.Module):
         return out if self.bias is None else out + self.bias
 
 
-def cpu_kernel(in_features: int = 0) -> Kernel:
-    """Our C++ kernels where they build and take the layer's width, else aten's."""
-    return Kernel.CPP if in_features <= cpu_kernels.MAX_IN_FEATURES and cpu_kernels.available() else Kernel.ATEN
-
-
 class Int4Linear(nn.Module):
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
                  bias: torch.Tensor | None, kernel: Kernel | None = None):
         """codes int [n, k] in 0..15 with w = q * scale + min, scales and mins fp32 [n, k / group],
-        packed here in the layout `kernel` reads (None: cpu_kernel()). Our tiles keep scale and min
-        in fp16, a Q4_1 block's own d and m, so scales_and_zeros is then None; aten's and Triton's
-        kernels take bf16 (scale, zero) pairs [k / group, n, 2] with zero = min + 8 * scale."""
+        packed here in the layout `kernel` reads (None: int4_kernel's pick for bf16 activations). Our tiles keep scale and min
+        in fp16, a Q4_1 block's own d and m, so scales_and_zeros is then None; aten's, tinygemm's and
+        Triton's kernels take bf16 (scale, zero) pairs [k / group, n, 2] with zero = min + 8 * scale."""
         super().__init__()
-        kernel = kernel or cpu_kernel(codes.shape[1])
+        kernel = kernel or int4_kernel(codes.device, codes.shape[1], codes.shape[0], group_size)
         (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
         if kernel == Kernel.CPP:
             packed, scales_and_zeros = pack_int4_tiles(codes, scales, mins, group_size), None
         else:
-            packed = (_triton().pack_int4_along_k if kernel == Kernel.TRITON else pack_int4)(codes)
+            packed = _triton().pack_int4_along_k(codes) if kernel == Kernel.TRITON else \
+                tinygemm_int4.pack(codes) if kernel == Kernel.TINYGEMM else pack_int4(codes)
             scales_and_zeros = torch.stack([scales, mins + 8 * scales], dim=-1).transpose(0, 1).contiguous()
             scales_and_zeros = scales_and_zeros.to(ACT_DTYPE)
         self.register_buffer("packed", packed)
@@ -135,6 +123,7 @@ class Int4Linear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int, kernel: Kernel | None = None) -> "Int4Linear":
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
+        kernel = kernel or _layer_int4_kernel(linear, group_size, None)
         return cls(codes, *scales_and_mins(scales_and_zeros), group_size, _bias(linear), kernel)
 
     @classmethod
@@ -149,6 +138,10 @@ class Int4Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == Kernel.TRITON:
             return _triton().triton_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
+        if self.kernel == Kernel.TINYGEMM:
+            out = tinygemm_int4.tinygemm_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size,
+                                                     self.out_features)
+            return out if self.bias is None else out.add_(self.bias)  # in place: keeps the activations' dtype
         if self.fused is not None and torch.compiler.is_compiling():
             # every sibling asks for the same whole-group product: the graph's common-subexpression
             # pass keeps one call, and each sibling takes its slice of the columns
@@ -240,21 +233,15 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
     return None if linear.bias is None else linear.bias.detach().float().clone()
 
 
-def _can_quantize(linear: nn.Linear, method: str, group_size: int, kernel: Kernel) -> bool:
-    if method == "int8":
-        return True
-    n_ok = kernel == Kernel.TRITON or linear.out_features % INT4_N_MULTIPLE == 0  # the CPU packers need n % 16
+def _layer_int4_kernel(linear: nn.Linear, group_size: int, asked: Kernel | None) -> Kernel:
+    return int4_kernel(linear.weight.device, linear.in_features, linear.out_features, group_size,
+                       linear.weight.dtype, asked)
+
+
+def _can_quantize(linear: nn.Linear, group_size: int, kernel: Kernel) -> bool:
+    """int4 only (int8 takes every layer)."""
+    n_ok = kernel not in CPU_KERNELS or linear.out_features % INT4_N_MULTIPLE == 0  # the CPU packers need n % 16
     return n_ok and linear.in_features % group_size == 0
-
-
-def default_kernel(model: nn.Module) -> Kernel:
-    """Triton on CUDA models, cpu_kernel() on CPU ones; other devices have no kernel here."""
-    devices = {p.device.type for p in model.parameters()}
-    if devices <= {"cpu"}:
-        return cpu_kernel()
-    if devices == {"cuda"}:
-        return Kernel.TRITON
-    raise ValueError(f"weight-only quantization runs on CPU or CUDA models, not on {sorted(devices)}")
 
 
 def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_head: bool = True,
@@ -262,14 +249,15 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
     """Replace the decoder's nn.Linear layers in place; returns counts for logs and tests.
     With `gguf_blocks` (int4, group 32), layers with blocks take them as they are and all
     other layers, the LM head included, stay unquantized. `kernel`: see KERNELS; None picks
-    by the model's device (default_kernel)."""
+    by the model's device (default_kernel), and for each int4 layer by its shape (int4_kernel)."""
     if method not in METHODS:
         raise ValueError(f"quantization must be one of {METHODS}, got {method!r}")
     if method == "int4" and group_size not in GROUP_SIZES:
         raise ValueError(f"quant_group_size must be one of {GROUP_SIZES}, got {group_size}")
-    kernel = kernel or default_kernel(model)
-    if kernel not in KERNELS:
+    if kernel is not None and kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    asked = None if kernel is None else Kernel(kernel)
+    family = asked or default_kernel(model)
     if gguf_blocks and (method, group_size) != ("int4", Q4_1_GROUP):
         raise ValueError("GGUF Q4_1 blocks serve int4 with group size 32 only")
     head = model.get_output_embeddings()
@@ -280,21 +268,23 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
                 if not isinstance(child, nn.Linear) or child is head:
                     continue
                 blocks = (gguf_blocks or {}).get(f"{parent_name}.{name}" if parent_name else name)
+                layer_kernel = int8_kernel(family) if method == "int8" and blocks is None else \
+                    _layer_int4_kernel(child, group_size, asked)
                 if blocks is not None:
-                    replacement = Int4Linear.from_q4_1(child, blocks, kernel)
+                    replacement = Int4Linear.from_q4_1(child, blocks, layer_kernel)
                     counts["from_gguf"] += 1
-                elif gguf_blocks or not _can_quantize(child, method, group_size, kernel):
+                elif gguf_blocks or (method == "int4" and not _can_quantize(child, group_size, layer_kernel)):
                     counts["kept"] += 1
                     continue
                 else:
-                    replacement = Int8Linear.from_linear(child, kernel) if method == "int8" else \
-                        Int4Linear.from_linear(child, group_size, kernel)
+                    replacement = Int8Linear.from_linear(child, layer_kernel) if method == "int8" else \
+                        Int4Linear.from_linear(child, group_size, layer_kernel)
                 setattr(parent, name, replacement)
                 counts["quantized"] += 1
         if lm_head and isinstance(head, nn.Linear):  # not yet quantized
             # from the GGUF, the input embedding keeps the exact Q8_0 values; only the head's matmul
             # (the largest one of a decode step) reads int8 rows
-            counts["lm_head"] = _quantize_head(model, head, kernel, share_with_embedding=not gguf_blocks)
+            counts["lm_head"] = _quantize_head(model, head, int8_kernel(family), share_with_embedding=not gguf_blocks)
     return counts
 
 

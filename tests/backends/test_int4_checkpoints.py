@@ -10,11 +10,11 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.int4_checkpoints import (Int4Format, int4_format, kernel_for, load_int4_checkpoint,
+from backends.engine.int4_checkpoints import (Int4Format, int4_format, load_int4_checkpoint,
                                               unpack_along_columns, unpack_along_rows, unpack_awq, unpack_layer)
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.model_runner import load_model
-from backends.engine.quantize import Int4Linear, Kernel
+from backends.engine.quantize import Int4Linear, Kernel, int4_kernel
 from tests.backends.models import hf_greedy
 from tests.support.prompts import random_prompts
 
@@ -179,10 +179,10 @@ def test_engine_matches_hf_on_the_dequantised_weights(checkpoint, quantization):
 
 
 def test_kernel_takes_the_checkpoints_group_size_or_refuses_it_by_name():
-    assert kernel_for(torch.device("cpu"), 128, 4096) == Kernel.ATEN  # our tiles take 32 and 64 only
-    assert kernel_for(torch.device("cuda"), 128, 4096) == Kernel.TRITON
+    assert int4_kernel(torch.device("cpu"), 4096, 4096, 128) == Kernel.ATEN  # our tiles take 32 and 64 only
+    assert int4_kernel(torch.device("cuda"), 4096, 4096, 128, torch.float16) == Kernel.TRITON  # fp16: not tinygemm
     with pytest.raises(ValueError, match="group_size 512 .*takes groups of"):
-        kernel_for(torch.device("cpu"), 512, 4096)
+        int4_kernel(torch.device("cpu"), 4096, 4096, 512)
 
 
 def test_group_128_layer_on_atens_kernel():

@@ -3,7 +3,8 @@ Triton's interpreter on CPU, or compiled where there is a GPU: tests/kernels/dev
 
 Activations are fp32 here: Triton 3.9's interpreter multiplies bf16 as raw uint16 bits, so
 the kernel lifts operands to fp32 there anyway; bf16/fp16 are checked only on a GPU.
-Shapes cover decode (M=1) to small prefill tiles (M=17 spills into a second row tile), odd
+Shapes cover decode (M=1 to 16: the split-k GEMV of kernels/triton_quantized_gemv.py) to small
+prefill tiles (M=17: the tiled GEMM, spilling into a second row tile), odd
 out_features (a partial column tile, which the CPU int4 kernel cannot take), both group
 sizes, and k spanning several groups or k tiles.
 """
@@ -13,6 +14,8 @@ import pytest
 import torch
 
 from kernels.quantized_linear import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
+from kernels import triton_quantized_gemv
+from kernels.triton_quantized_gemv import TARGET_PROGRAMS, split_k
 from kernels.triton_quantized_matmul import pack_int4_along_k, triton_int4_linear, triton_int8_linear
 from tests.kernels.device import DEVICE
 
@@ -92,3 +95,55 @@ def test_half_activations_on_gpu(dtype):
                              b.to(DEVICE))
     assert got.dtype == dtype
     torch.testing.assert_close(got.float().cpu(), expected, atol=3e-2, rtol=3e-2)
+
+
+def test_gemv_splits_k_until_the_gpu_is_full():
+    """A decode row of a 3B projection (n 3072, 96 groups): 48 column blocks alone would leave
+    most SMs idle. Every split holds at least one group, and together they cover k."""
+    splits, per = split_k(1, 3072, 96)
+    assert splits > 1 and 48 * splits <= TARGET_PROGRAMS and (splits - 1) * per < 96 <= splits * per
+    assert split_k(16, 8192, 96) == (1, 96)  # enough programs from rows and columns already
+    assert split_k(1, 64, 3) == (3, 1)
+
+
+@pytest.mark.parametrize("m,programs", [(1, TARGET_PROGRAMS), (3, 33)])
+@pytest.mark.parametrize("group_size", [32, 128])
+def test_gemv_with_many_k_splits(monkeypatch, m, programs, group_size):
+    """k 1024 in up to 32 splits; with 33 programs for 3 rows, 11 splits of 3 groups of 32: not a
+    multiple of the 4 groups read per loop step (fewer programs keep the interpreter quick)."""
+    monkeypatch.setattr(triton_quantized_gemv, "TARGET_PROGRAMS", programs)
+    n = 33
+    weight, x, b = _inputs(m, 1024, n, seed=m + group_size, bias=True)
+    codes, sz = quantize_int4(weight, group_size)
+    assert split_k(m, n, 1024 // group_size)[0] > 1
+    expected = torch.nn.functional.linear(x, dequantize_int4(codes, sz, group_size), b)
+    got = triton_int4_linear(x.to(DEVICE), pack_int4_along_k(codes).to(DEVICE), sz.to(DEVICE), group_size,
+                             b.to(DEVICE))
+    _close(got, expected)
+    int8_codes, scales = quantize_int8(weight)
+    expected = torch.nn.functional.linear(x, dequantize_int8(int8_codes, scales), b)
+    _close(triton_int8_linear(x.to(DEVICE), int8_codes.to(DEVICE), scales.to(DEVICE), b.to(DEVICE)), expected)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_gemv_takes_bf16_activations(m):
+    """The GEMV lifts operands to fp32 before multiplying, so bf16 runs in the interpreter too;
+    the output is bf16 (one rounding of the fp32 sum)."""
+    weight, x, b = _inputs(m, 256, 47, seed=m, bias=True)
+    x = x.to(torch.bfloat16)
+    codes, sz = quantize_int4(weight, 64)
+    expected = torch.nn.functional.linear(x.float(), dequantize_int4(codes, sz, 64), b)
+    got = triton_int4_linear(x.to(DEVICE), pack_int4_along_k(codes).to(DEVICE), sz.to(DEVICE), 64, b.to(DEVICE))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float().cpu(), expected, atol=1e-2 * expected.abs().max().item(), rtol=0)
+    int8_codes, scales = quantize_int8(weight)
+    expected = torch.nn.functional.linear(x.float(), dequantize_int8(int8_codes, scales), b)
+    got = triton_int8_linear(x.to(DEVICE), int8_codes.to(DEVICE), scales.to(DEVICE), b.to(DEVICE))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float().cpu(), expected, atol=1e-2 * expected.abs().max().item(), rtol=0)
+
+
+def test_gemv_takes_no_rows():
+    codes, sz = quantize_int4(torch.randn(16, 64), 32)
+    got = triton_int4_linear(torch.zeros(0, 64).to(DEVICE), pack_int4_along_k(codes).to(DEVICE), sz.to(DEVICE), 32)
+    assert got.shape == (0, 16)

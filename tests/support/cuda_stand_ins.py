@@ -49,3 +49,36 @@ def cuda_plan_on_cpu(config: EngineConfig, attend=None, kv_bytes: int | None = N
 
     return choose_plan(config, torch.device("cpu"), capture=GraphCapture(), attend=attend or paged_attention,
                        kv_budget=MemoryBudget(kv_bytes) if kv_bytes else None, fused_ops=fused_ops or TORCH_OPS)
+
+
+class Int4PackMatmul:
+    """Stands in for aten's CUDA tinygemm pair (kernels/tinygemm_int4.Ops), with the contract
+    int4mm.cu states: the converter takes uint8 [n, k / 2] holding weight 2j in the HIGH nibble
+    of byte j, with inner_k_tiles 2, 4 or 8 dividing k / 16 and n a multiple of 8; the matmul
+    takes bf16 x [m, k] contiguous, groups of 32 to 256, bf16 (scale, zero) pairs [k / group, n, 2],
+    and returns x @ ((q - 8) * scale + zero)^T in bf16. Its packed form (the codes, int32 [n, k])
+    is its own business, as aten's is. Counts its calls."""
+
+    def __init__(self):
+        self.converted = self.multiplied = 0
+
+    def convert(self, packed: torch.Tensor, inner_k_tiles: int) -> torch.Tensor:
+        n, half_k = packed.shape
+        assert packed.dtype == torch.uint8 and packed.is_contiguous(), packed.dtype
+        assert inner_k_tiles in (2, 4, 8) and (2 * half_k) % (16 * inner_k_tiles) == 0 and n % 8 == 0
+        self.converted += 1
+        return torch.stack([packed >> 4, packed & 0xF], dim=-1).reshape(n, 2 * half_k).to(torch.int32)
+
+    def mm(self, x: torch.Tensor, codes: torch.Tensor, group_size: int, scales_and_zeros: torch.Tensor) -> torch.Tensor:
+        n, k = codes.shape
+        assert x.dtype == torch.bfloat16 and x.dim() == 2 and x.is_contiguous() and x.shape[1] == k
+        assert group_size in (32, 64, 128, 256) and scales_and_zeros.dtype == torch.bfloat16
+        assert scales_and_zeros.shape == (k // group_size, n, 2)
+        scale, zero = (part.float().t().repeat_interleave(group_size, dim=1) for part in scales_and_zeros.unbind(-1))
+        self.multiplied += 1
+        return (x.float() @ ((codes.float() - 8) * scale + zero).t()).to(torch.bfloat16)
+
+    def ops(self):
+        from kernels.tinygemm_int4 import Ops
+
+        return Ops(self.convert, self.mm)
