@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "forward leaves (--kv-cache-gb is then unused)")
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
+    parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                        help="launch the next decode step while the host reads this one's tokens (default: on "
+                             "with CUDA graphs, off otherwise; needs --cuda-graphs, not --speculative)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU: decode steps run as one compiled graph of the whole model, built before "
                              "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
@@ -158,7 +161,8 @@ def main(argv: list[str] | None = None) -> None:
                           quant_group_size=args.quant_group_size, speculative=args.speculative,
                           num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
                           device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                          cuda_graphs=args.cuda_graphs, **plan_settings(args))
+                          cuda_graphs=args.cuda_graphs, async_scheduling=args.async_scheduling,
+                          **plan_settings(args))
     try:
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
                            generation_overrides=args.override_generation_config)
