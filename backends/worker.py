@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Llama/Qwen2/Qwen3: fused RMSNorm (with the residual add), rotary and SiLU-and-mul "
                              "kernels, merged q/k/v and gate/up projections (engine/fusion.py). Default: on for "
                              "CUDA, off on CPU; asked for on another family, the worker refuses to start")
+    parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                        help="launch the next decode step while the host reads this one's tokens (default: on "
+                             "with CUDA graphs, off otherwise; needs --cuda-graphs, not --speculative)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU: decode steps run as one compiled graph of the whole model, built before "
                              "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
@@ -163,7 +166,8 @@ def main(argv: list[str] | None = None) -> None:
                               quant_group_size=args.quant_group_size, speculative=args.speculative,
                               num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
                               device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                              cuda_graphs=args.cuda_graphs, fuse_kernels=args.fuse_kernels, **plan_settings(args))
+                              cuda_graphs=args.cuda_graphs, fuse_kernels=args.fuse_kernels,
+                              async_scheduling=args.async_scheduling, **plan_settings(args))
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
                            generation_overrides=args.override_generation_config)
     except ValueError as error:  # a setting the engine refuses or a model too large: one line, no traceback

@@ -36,6 +36,9 @@ class EngineConfig:
     gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
     cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/cuda_graphs.py)
     fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/fusion.py)
+    # launch the next decode step before this one's tokens are read (engine/llm_engine.py); None: on
+    # where decode graphs are captured (CUDA), off elsewhere; True on CPU needs cuda_graphs=True
+    async_scheduling: bool | None = None
     compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/compiled_decode.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
     quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py

@@ -18,6 +18,13 @@ eagerly, as do batches above the largest bucket. Grammars, penalties and samplin
 the graph on the same device (engine/sampler.py), so they do not force eager mode; draft
 models stay eager.
 
+The persistent batch: a pure decode step that runs the same sequences in the same order as the
+buffers' last step, one position further, is not rebuilt from the host's lists. Its input ids
+are that step's sampled ids, still on the device (`carry`); positions and context lengths go up
+by one in place; only a new block's table entry is written; slots are gathered from the table.
+Any other step (batch or order changed, prompt chunks, drafts) refills the buffers from the host.
+This is what lets the engine launch a step before the host has seen the last one's tokens.
+
 On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
 (tests/backends/test_decode_graphs.py); the capture-and-replay logic runs on CPU too, with
@@ -76,21 +83,76 @@ class DecodeGraphRunner:
         self.graphs: dict[int, tuple] = {}  # bucket -> (replay, its static output)
         self.pool = None  # one memory pool shared by every bucket's graph
         self.steps = Counter()  # bucket -> steps run through it (logs and tests)
+        # the persistent batch: the sequences whose last step the buffers hold, the position each
+        # row fed, the block-table entries written per row, and that step's sampled ids
+        self.batch, self.fed_positions, self.row_blocks, self.carried = [], [], [], None
+        self.refills = Counter()  # True: rebuilt from the host's lists; False: continued in place
+        self.block_writes = 0  # block-table entries written by continuing steps
 
     def accepts(self, scheduled, drafts) -> bool:
         return (not drafts and len(scheduled) <= self.buckets[-1]
                 and all(n == 1 for _, n in scheduled))
 
-    def run(self, scheduled):
-        """The same (logits, rows) as ModelRunner.forward, for a pure decode step."""
-        input_ids, positions, meta, logit_index, rows = self.runner._metadata(scheduled, {})
-        batch = len(scheduled)
+    def run(self, scheduled, ahead: bool = False):
+        """The same (logits, rows) as ModelRunner.forward, for a pure decode step. `ahead`: the
+        host has not yet appended the last step's tokens; the step must continue that batch."""
+        seqs = [seq for seq, _ in scheduled]
+        continuing = self._continues(seqs, ahead)
+        if ahead and not continuing:
+            raise RuntimeError("a step run ahead must continue the previous decode batch")
+        self.batch = []  # the buffers hold no step until this one has run
+        batch = len(seqs)
         bucket = next(b for b in self.buckets if b >= batch)
-        self._fill(batch, bucket, input_ids[0], positions[0], meta)
+        if continuing:
+            self._advance(seqs)
+        else:
+            input_ids, positions, meta, _, _ = self.runner._metadata(scheduled, {})
+            self._fill(batch, bucket, input_ids[0], positions[0], meta)
+            self.fed_positions = [seq.num_computed_tokens for seq in seqs]
+            self.row_blocks = [len(seq.block_table) for seq in seqs]
+        self.refills[not continuing] += 1
         logits = self._replay(bucket) if self.capture is not None else self._forward(bucket)
         self.steps[bucket] += 1
-        # decode i is flat token i, so logit_index picks rows of the bucket's logits directly
-        return logits[logit_index].float(), rows
+        self.batch, self.carried = seqs, None
+        # decode i is flat token i; the index copies the rows out of a graph's static output
+        return logits[self.decode_index[:batch]].float(), [slice(i, i + 1) for i in range(batch)]
+
+    def carry(self, ids: torch.Tensor) -> bool:
+        """The last step's sampled ids [batch], on the device: the next step's input if it continues.
+        False where the last step did not run on these buffers."""
+        self.carried = ids if self.batch else None
+        return self.carried is not None
+
+    def forget(self) -> None:
+        """Another path ran a step: the buffers no longer describe the running batch."""
+        self.batch, self.carried = [], None
+
+    def _continues(self, seqs, ahead: bool) -> bool:
+        """The same sequences in the same order as the last step, each one position further, with
+        that step's ids carried: then only what changed is written (a step ahead lags by one)."""
+        if self.carried is None or len(seqs) != len(self.batch) or any(a is not b for a, b in zip(seqs, self.batch)):
+            return False
+        lag = 0 if ahead else 1
+        return all(seq.num_computed_tokens == p + lag for seq, p in zip(seqs, self.fed_positions))
+
+    def _advance(self, seqs) -> None:
+        """Next position of every row, in place on the device: ids from the sampler, positions and
+        context lengths + 1, block-table entries only for new blocks, slots gathered from the table."""
+        batch, size = len(seqs), self.runner.block_size
+        self.input_ids[0, :batch].copy_(self.carried)
+        positions = self.positions[0, :batch]
+        positions += 1
+        self.context_lens[:batch] += 1
+        self.fed_positions = [p + 1 for p in self.fed_positions]
+        new = [(row, col, seq.block_table[col]) for row, (seq, known) in enumerate(zip(seqs, self.row_blocks))
+               for col in range(known, len(seq.block_table))]
+        if new:  # a sequence crossed into a block: one small copy for all such entries
+            rows, cols, blocks = torch.tensor(new, dtype=torch.long).t().to(self.runner.device, non_blocking=True)
+            self.block_tables.index_put_((rows, cols), blocks)
+            self.row_blocks = [len(seq.block_table) for seq in seqs]
+            self.block_writes += len(new)
+        table_entry = self.block_tables[:batch].gather(1, (positions // size)[:, None])[:, 0]
+        self.slot_mapping[:batch] = table_entry * size + positions % size
 
     def _fill(self, batch: int, bucket: int, input_ids, positions, meta: AttentionMetadata) -> None:
         width = meta.decode_block_tables.shape[1]

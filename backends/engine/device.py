@@ -93,3 +93,26 @@ def gpu_memory(model: torch.nn.Module, kv_caches: list[tuple[torch.Tensor, torch
         "kv_cache": tensor_bytes(t for pair in kv_caches for t in pair),
         "peak": torch.cuda.max_memory_allocated(first.device),
     }
+
+
+class HostCopy:
+    """Device tensors on their way to the host. On CUDA the copy goes into pinned memory without
+    blocking and an event marks its end, so the host can launch the next step before it waits;
+    on CPU the tensors already are host memory."""
+
+    def __init__(self, *tensors: torch.Tensor):
+        self.event = None
+        if tensors and tensors[0].device.type == "cuda":
+            pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+            for host, t in zip(pinned, tensors):
+                host.copy_(t, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+            tensors = tuple(pinned)
+        self.tensors = tensors
+
+    def values(self) -> list[list]:
+        """The tensors as lists; waits for the copy only now."""
+        if self.event is not None:
+            self.event.synchronize()
+        return [t.tolist() for t in self.tensors]

@@ -1,5 +1,12 @@
-"""The synchronous engine: add sequences, step, abort. One step = schedule + one forward."""
+"""The synchronous engine: add sequences, step, abort. One step = schedule + one forward.
+
+A step is launched (forward and sampling on the device, the ids' read back started), then
+finished (the host waits for the ids, appends them, checks stops). With async scheduling, a pure
+decode step that the next one will continue unchanged has that next step launched from the ids
+still on the device before it is finished, so the GPU runs step N+1 while the host handles N."""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import torch
 
@@ -11,10 +18,10 @@ from .grammar import GrammarCompiler
 from .length_guard import LengthGuard
 from .gpu_fit import load_fitting
 from .model_runner import ModelRunner, load_model
-from .plans import ExecutionPlan
+from .plans import Decode, ExecutionPlan
 from .quantize import quantize_model
 from .proposers import Draft, DraftModelProposer, NgramProposer
-from .sampler import sample_next, verify
+from .sampler import Sampled, launch_sample, verify
 from .scheduler import Scheduler
 from .spec_stats import SpecStats
 from .sequence import SamplingParams, Sequence
@@ -35,6 +42,24 @@ class StepFailedError(RuntimeError):
         self.out_of_memory = isinstance(cause, torch.OutOfMemoryError)
         kind = "ran out of device memory" if self.out_of_memory else f"failed ({type(cause).__name__}: {cause})"
         super().__init__(f"the engine step running this request {kind}")
+
+
+@dataclass
+class _Launched:
+    """A step on the device: what it runs, its sampled tokens on their way back, or its failure."""
+    scheduled: list[tuple[Sequence, int]]
+    drafts: dict[int, Draft] = field(default_factory=dict)
+    sampled: Sampled | None = None  # the plain rows' tokens
+    verified: dict[int, list[int]] = field(default_factory=dict)  # accepted tokens where drafts ran
+    ahead: bool = False  # launched before the previous step's tokens reached the host
+    continues: bool = False  # a pure decode step on the persistent batch: the next may run ahead
+    error: Exception | None = None
+
+    def tokens(self) -> dict[int, list[int]]:
+        chosen = dict(self.verified)
+        if self.sampled is not None:
+            chosen.update((seq.seq_id, [t]) for seq, t in zip(self.sampled.seqs, self.sampled.tokens()))
+        return chosen
 
 
 class LLMEngine:
@@ -63,8 +88,26 @@ class LLMEngine:
             if tokenizer is not None else None
         self.proposer = self._make_proposer(draft_model)
         self.spec_stats = SpecStats(config.num_speculative_tokens)
+        self.async_scheduling = self._async_scheduling()
+        self._ahead: _Launched | None = None  # a step launched before the last one's tokens were read
+        self.num_steps_ahead = 0  # steps launched that way (logs and tests)
         self.num_generated_tokens = 0
         self.num_computed_tokens = 0  # all tokens through the model (prefill + decode), for FLOP/s
+
+    def _async_scheduling(self) -> bool:
+        """Overlap needs the persistent decode batch (decode graphs) and no speculation; by
+        default on where graphs are captured (CUDA), off elsewhere."""
+        wanted = self.config.async_scheduling
+        if wanted is None:
+            return self.runner.plan.decode == Decode.GRAPHS and self.runner.decode_graphs is not None \
+                and self.proposer is None
+        if wanted and self.runner.decode_graphs is None:
+            raise ValueError("async_scheduling needs the decode graphs' persistent batch: cuda_graphs "
+                             "(on CPU, cuda_graphs=True), not compile_decode or eager decode")
+        if wanted and self.proposer is not None:
+            raise ValueError("async_scheduling and speculative decoding cannot be combined: a step's drafts "
+                             "need the previous step's tokens on the host")
+        return wanted
 
     def _make_proposer(self, draft_model):
         k = self.config.num_speculative_tokens
@@ -122,20 +165,75 @@ class LLMEngine:
 
     def step(self) -> list[tuple[Sequence, int]]:
         """Run one step; returns (sequence, new token) for every token produced. With
-        speculation, a decoding sequence can produce several tokens in one step."""
+        speculation, a decoding sequence can produce several tokens in one step. With async
+        scheduling the next step may be launched before this one's tokens are read
+        (`_launch_ahead`); it is then finished by the next call."""
+        launched, self._ahead = self._ahead, None
+        if launched is None:
+            launched = self._launch_scheduled()
+            if launched is None:
+                return []
+        if self._may_run_ahead(launched):
+            self._ahead = self._launch_ahead(launched)
+        return self._finish(launched)
+
+    def _launch_scheduled(self) -> _Launched | None:
+        """Schedule a step and launch it: forward and sampling on the device, the read back started."""
         lookahead = self.proposer.num_tokens if self.proposer else 0
         scheduled = self.scheduler.schedule(lookahead)
         if not scheduled:
-            return []
+            return None
         try:
             drafts = self._propose(scheduled) if self.proposer else {}
             logits, rows = self.runner.forward(scheduled, {sid: d.tokens for sid, d in drafts.items()})
-            new_tokens = self._choose_tokens(scheduled, rows, logits, drafts)
+            return self._launch_sampling(scheduled, rows, logits, drafts)
         except Exception as exc:
             raise self._fail_step([seq for seq, _ in scheduled], exc) from exc
+
+    def _may_run_ahead(self, launched: _Launched) -> bool:
+        """Whether the step after `launched` is the same pure decode batch again, known before its
+        tokens are: nothing waits to be admitted, every running sequence decoded in it (in order),
+        none can reach max_tokens with it, none needs its token on the host to sample the next
+        (grammar, penalties), no drafts; and each gets the KV slot of its next position now."""
+        seqs = [seq for seq, _ in launched.scheduled]
+        if not (self.async_scheduling and launched.continues and not self.scheduler.waiting
+                and len(seqs) == len(self.scheduler.running)
+                and all(a is b for a, b in zip(seqs, self.scheduler.running))):
+            return False
+        if any(seq.matcher is not None or seq.params.has_penalties or seq.is_finished
+               or seq.num_output_tokens + 1 >= seq.params.max_tokens for seq in seqs):
+            return False
+        # the launched step's token and the next one's: slots up to two past what the host computed
+        return all(self.block_manager.allocate(seq, 2) for seq in seqs)
+
+    def _launch_ahead(self, launched: _Launched) -> _Launched:
+        """The next decode step of the same batch, from the ids still on the device. Its failure
+        is kept for `_finish`, so only that step's sequences fail, one call later, as without it."""
+        scheduled = [(seq, 1) for seq, _ in launched.scheduled]
+        self.num_steps_ahead += 1
+        try:
+            logits, rows = self.runner.forward(scheduled, None, ahead=True)
+            return self._launch_sampling(scheduled, rows, logits, {}, ahead=True)
+        except Exception as exc:
+            return _Launched(scheduled, ahead=True, error=exc)
+
+    def _finish(self, launched: _Launched) -> list[tuple[Sequence, int]]:
+        """Wait for a launched step's tokens and post-process them: append, stop checks, counters.
+        A step run ahead drops the token of a sequence that ended meanwhile (EOS, stop string, abort)."""
+        live = [seq for seq, _ in launched.scheduled if not seq.is_finished]
+        try:
+            if launched.error is not None:
+                raise launched.error
+            new_tokens = launched.tokens()
+        except Exception as exc:
+            raise self._fail_step(live, exc) from exc
         outputs = []
-        for seq, n in scheduled:
-            draft = drafts.get(seq.seq_id)
+        for seq, n in launched.scheduled:
+            if seq.is_finished:
+                continue
+            if launched.ahead:  # scheduled by this engine, not the scheduler: its count, once
+                self.scheduler.scheduled_tokens[seq.params.priority] += n
+            draft = launched.drafts.get(seq.seq_id)
             self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
             accepted = new_tokens.get(seq.seq_id, [])
             for token in accepted:
@@ -158,19 +256,24 @@ class LLMEngine:
             torch.cuda.empty_cache()  # what the failed step held goes back to the pool for the next
         return StepFailedError(seqs, cause)
 
-    def _choose_tokens(self, scheduled, rows, logits, drafts) -> dict[int, list[int]]:
+    def _launch_sampling(self, scheduled, rows, logits, drafts, ahead: bool = False) -> _Launched:
+        """Plain rows sampled on the device, read back later; drafts verified now (never run ahead).
+        A pure decode step's ids stay on the device as the next step's input, unless a length
+        guard may replace one on the host."""
         plain = [(seq, row) for (seq, _), row in zip(scheduled, rows) if row is not None and seq.seq_id not in drafts]
-        chosen: dict[int, list[int]] = {}
+        launched = _Launched(scheduled, drafts, ahead=ahead)
         if plain:
-            tokens = sample_next([seq for seq, _ in plain], logits[[row.start for _, row in plain]], self.grammars)
-            chosen.update((seq.seq_id, [token]) for (seq, _), token in zip(plain, tokens))
+            seqs = [seq for seq, _ in plain]
+            launched.sampled = launch_sample(seqs, logits[[row.start for _, row in plain]], self.grammars)
+            if len(plain) == len(scheduled) and all(seq.guard is None for seq in seqs):
+                launched.continues = self.runner.carry(launched.sampled.ids)
         for (seq, _), row in zip(scheduled, rows):
             draft = drafts.get(seq.seq_id)
             if draft is not None:
                 accepted = verify(seq, logits[row], draft.tokens, draft.probs)
                 self.spec_stats.record(len(draft.tokens), len(accepted) - 1)
-                chosen[seq.seq_id] = accepted
-        return chosen
+                launched.verified[seq.seq_id] = accepted
+        return launched
 
     def _propose(self, scheduled) -> dict[int, Draft]:
         """Drafts for sequences about to decode their next token, no longer than the KV

@@ -222,12 +222,18 @@ class ModelRunner:
         return torch.tensor(input_ids)[None], torch.tensor(positions)[None], meta, logit_index, rows
 
     @torch.inference_mode()
-    def forward(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None):
+    def forward(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]] | None = None,
+                ahead: bool = False):
         """One forward pass over the step. Returns (logits, rows): rows[i] is the slice of
         logits for scheduled[i] (its next-token position, then one per draft token), or
-        None for a prompt chunk that does not reach the end of the prompt."""
-        if self.decode_graphs is not None and self.decode_graphs.accepts(scheduled, drafts):
-            return self.decode_graphs.run(scheduled)
+        None for a prompt chunk that does not reach the end of the prompt. `ahead`: the
+        previous decode batch continues before the host has its tokens (engine/cuda_graphs.py)."""
+        if self.decode_graphs is not None:
+            if ahead or self.decode_graphs.accepts(scheduled, drafts):
+                return self.decode_graphs.run(scheduled, ahead)
+            self.decode_graphs.forget()
+        elif ahead:
+            raise RuntimeError("a step can run ahead only on the decode graphs' persistent batch")
         if self.compiled is not None and not drafts:
             # a decode feeds a sequence's last token: one token, and its logits are needed
             decodes = [i for i, (seq, n) in enumerate(scheduled) if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens]
@@ -244,6 +250,11 @@ class ModelRunner:
                                                 keep.to(self.device), meta.to(self.device))
         # logits stay on the device: the sampler runs there, and only token ids come back
         return self.run_model(input_ids, positions, meta, keep).float(), rows
+
+    def carry(self, ids: torch.Tensor) -> bool:
+        """The sampled ids of the step just run (all its sequences, in order), left on the device
+        for the next step; True where that step ran on the decode graphs' persistent batch."""
+        return self.decode_graphs is not None and self.decode_graphs.carry(ids)
 
     def _split_step(self, scheduled: list[tuple[Sequence, int]], decodes: list[int]):
         """A step that mixes prompt chunks with decodes (under steady load, most steps): the

@@ -1,11 +1,14 @@
 """Turns a step's logits into tokens: plain sampling, or verification of draft tokens.
 
-Everything runs on the device that holds the logits; the chosen ids come back to the host once
-per step (`sample_next`). Before the draw, rows that need it get their logit processors:
+Everything runs on the device that holds the logits; the chosen ids (and logprobs where asked)
+come back to the host once per step, through `Sampled`, whose copy the host waits for only when it
+needs the values (after launching the next step, where the engine runs one ahead). Before the draw, rows that need it get their logit processors:
 penalties, logit_bias and the grammar's token bitmask. Rows that need none are left
 untouched, so plain greedy output is exactly what it was without these features.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -13,6 +16,7 @@ from kernels.sampling import (RowParams, apply_penalties, apply_token_bitmask, p
                               top_logprobs)
 from kernels.speculative import verify_greedy, verify_sampled
 
+from .device import HostCopy
 from .sequence import Sequence
 
 
@@ -65,28 +69,53 @@ def sample_on_device(seqs: list[Sequence], logits: torch.Tensor, grammars=None) 
     return sample(logits, row_params(seqs, logits.device))
 
 
-def _record_logprobs(seqs: list[Sequence], raw: torch.Tensor, tokens: list[int]) -> None:
+@dataclass
+class Sampled:
+    """One step's sampled ids: `ids` on the device (the next decode step's input), and their
+    copy, with the asked-for log-probabilities, on its way to the host."""
+    seqs: list[Sequence]
+    ids: torch.Tensor
+    logits: torch.Tensor  # the model's own, for a row whose token the length guard replaces
+    wanted: list[int]  # rows that asked for logprobs
+    copy: HostCopy  # ids, then (chosen, top values, top ids) of the wanted rows
+
+    def tokens(self) -> list[int]:
+        """Waits for the ids; a constrained answer about to run out of tokens gets its ending instead."""
+        drawn, *top = self.copy.values()
+        tokens = list(drawn)
+        for i, seq in enumerate(self.seqs):
+            if seq.guard is not None:
+                tokens[i] = seq.guard.choose(tokens[i], seq.params.max_tokens - seq.num_output_tokens,
+                                             tokens[i] in seq.stop_ids)
+        if self.wanted:
+            self._record_logprobs(tokens, drawn, *top)
+        return tokens
+
+    def _record_logprobs(self, tokens: list[int], drawn: list[int], chosen, values, ids) -> None:
+        for row, i in enumerate(self.wanted):
+            seq = self.seqs[i]
+            if tokens[i] != drawn[i]:  # the guard chose another token: its own logprob (rare, small)
+                chosen[row] = HostCopy(*_top_logprobs(self.logits[[i]], [tokens[i]], 0)).values()[0][0]
+            top = list(zip(ids[row], values[row]))[:seq.params.logprobs]
+            seq.logprobs.append((tokens[i], float(chosen[row]), top))
+
+
+def _top_logprobs(logits: torch.Tensor, chosen, k: int):
+    chosen = chosen if isinstance(chosen, torch.Tensor) else torch.tensor(chosen, device=logits.device)
+    return top_logprobs(logits, chosen, k)
+
+
+def launch_sample(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> Sampled:
+    """One token per sequence from logits [len(seqs), V], drawn on the device, with the read back
+    started, not waited for. Log-probabilities, where asked for, are of the model's own
+    distribution (before penalties, bias, grammar and temperature)."""
+    ids = sample_on_device(seqs, logits, grammars)
     wanted = [i for i, seq in enumerate(seqs) if seq.params.logprobs is not None]
-    if not wanted:
-        return
-    k = max(seqs[i].params.logprobs for i in wanted)
-    chosen = torch.tensor([tokens[i] for i in wanted], device=raw.device)
-    chosen, values, ids = (t.tolist() for t in top_logprobs(raw[wanted], chosen, k))
-    for row, i in enumerate(wanted):
-        top = list(zip(ids[row], values[row]))[:seqs[i].params.logprobs]
-        seqs[i].logprobs.append((tokens[i], float(chosen[row]), top))
-
-
-def sample_next(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> list[int]:
-    """One token per sequence from logits [len(seqs), V]. Log-probabilities, where asked
-    for, are of the model's own distribution (before penalties, bias, grammar and temperature)."""
-    tokens = sample_on_device(seqs, logits, grammars).tolist()  # the step's one read: ids only
-    for i, seq in enumerate(seqs):  # a constrained answer about to run out of tokens gets its ending instead
-        if seq.guard is not None:
-            tokens[i] = seq.guard.choose(tokens[i], seq.params.max_tokens - seq.num_output_tokens,
-                                         tokens[i] in seq.stop_ids)
-    _record_logprobs(seqs, logits, tokens)
-    return tokens
+    top = ()
+    if wanted:
+        k = max(seqs[i].params.logprobs for i in wanted)
+        top = _top_logprobs(logits[wanted], ids[wanted], k)
+    return Sampled(seqs, ids, logits, wanted, HostCopy(ids, *top))
 
 
 def verify(seq: Sequence, logits: torch.Tensor, draft: list[int], draft_probs: torch.Tensor | None) -> list[int]:

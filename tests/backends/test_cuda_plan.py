@@ -58,6 +58,8 @@ def test_the_cuda_plan_sizes_its_pool_captures_each_bucket_once_and_matches_hf()
     capture, steps = plan.capture, runner.decode_graphs.steps
     assert len(steps) >= 3 and capture.captures == len(steps)  # once per bucket, then replays
     assert sum(capture.replays.values()) == sum(steps.values())
+    # async scheduling is on by default with the CUDA plan: decode steps ran ahead on replayed graphs
+    assert engine.async_scheduling and engine.num_steps_ahead > 0 and runner.decode_graphs.refills[False] > 0
     assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
 
 
