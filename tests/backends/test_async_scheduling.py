@@ -9,11 +9,11 @@ from backends import worker
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.async_engine import AsyncEngine
 from backends.engine.llm_engine import LLMEngine, StepFailedError
+from tests.support.cuda_stand_ins import OutOfMemoryAt
 from tests.support.polling import wait_for
 
 from .decode_runs import engine, run, workload
 from .models import bundled, tiny_llama
-from .test_step_failures import OutOfMemoryAt
 
 
 @pytest.fixture(scope="module")

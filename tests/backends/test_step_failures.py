@@ -5,29 +5,15 @@ from __future__ import annotations
 
 import openai
 import pytest
-import torch
 from aiohttp.test_utils import TestServer
 
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.async_engine import AsyncEngine
 from backends.engine.llm_engine import LLMEngine, StepFailedError
 from backends.openai_server import WorkerAPI
+from tests.support.cuda_stand_ins import OutOfMemoryAt
 
 from .models import bundled, tiny_llama
-
-
-class OutOfMemoryAt:
-    """The runner's forward, raising torch.OutOfMemoryError on the calls numbered in `calls`."""
-
-    def __init__(self, runner, calls: set[int]):
-        self.forward, self.calls, self.count = runner.forward, calls, 0
-        runner.forward = self
-
-    def __call__(self, *args, **kwargs):
-        self.count += 1
-        if self.count in self.calls:
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return self.forward(*args, **kwargs)
 
 
 def test_only_the_failed_steps_sequences_end_and_the_rest_finish():

@@ -82,3 +82,17 @@ class Int4PackMatmul:
         from kernels.tinygemm_int4 import Ops
 
         return Ops(self.convert, self.mm)
+
+
+class OutOfMemoryAt:
+    """The runner's forward, raising torch.OutOfMemoryError on the calls numbered in `calls`."""
+
+    def __init__(self, runner, calls: set[int]):
+        self.forward, self.calls, self.count = runner.forward, calls, 0
+        runner.forward = self
+
+    def __call__(self, *args, **kwargs):
+        self.count += 1
+        if self.count in self.calls:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return self.forward(*args, **kwargs)
