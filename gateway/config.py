@@ -139,10 +139,10 @@ class Config:
     def tier(self, name: str) -> Tier | None:
         return next((t for t in (*self.tiers, *self.embedding_tiers) if t.name == name), None)
 
-    def next_tier_up(self, tier: Tier) -> Tier | None:
+    def tiers_above(self, tier: Tier) -> tuple[Tier, ...]:
+        """The tiers of the same task above this one, cheapest first (what failover may climb to)."""
         same_task = self.embedding_tiers if tier.task == "embed" else self.tiers
-        higher = [t for t in same_task if t.level > tier.level]
-        return min(higher, key=lambda t: t.level) if higher else None
+        return tuple(sorted((t for t in same_task if t.level > tier.level), key=lambda t: t.level))
 
     def embedding_tier(self, name: str) -> Tier | None:
         """The embeddings tier a name means: its own, an alias of it, or the cheapest serving that model."""
