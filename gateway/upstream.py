@@ -188,10 +188,10 @@ def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error
     retry_after = str(max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s))))
     if config.failover.escalate and route.next_up(tier) is None and config.tiers_above(tier):
         may_use = [t.name for t in (route.tier, *route.escalation_path) if t.level >= route.tier.level]
-        return OpenAIError(503, f"no allowed tier is available: no worker of the tiers this request may use "
-                                f"({', '.join(may_use)}) could answer after {count} attempt(s); the others are outside "
-                                f"the tenant's policy or cannot serve it, so they are not tried; last error: "
-                                f"{last_error}",
+        return OpenAIError(503, f"no allowed tier is available: the tiers this request may use ({', '.join(may_use)}) "
+                                f"have no worker that answered ({count} attempt(s)); the tiers above them are outside "
+                                f"the tenant's policy or cannot serve this request, so they are not tried; last "
+                                f"error: {last_error}",
                            code="no_allowed_tier_available", headers={"Retry-After": retry_after})
     return OpenAIError(503, f"no upstream worker could answer after {count} attempt(s); last error: {last_error}",
                        code="upstream_unavailable", headers={"Retry-After": retry_after})
