@@ -54,7 +54,8 @@ class Timeouts:
 @dataclass(frozen=True)
 class Failover:
     max_attempts: int = setting(3, "Upstream attempts per request, across workers and tiers.", minimum=1)
-    escalate: bool = setting(True, "After the tier's workers fail, try the next tier up.")
+    escalate: bool = setting(True, "After the tier's workers fail, try the next tier up that the request's "
+                                   "tenant may use and that can serve it (never one outside its policy).")
     retry_budget_percent: float = setting(20.0, "Retries over the last 10 s may be at most this share of the "
                                                 "requests over them, plus the reserve below.", minimum=0)
     min_retries_per_s: float = setting(10.0, "Retries a second allowed whatever the traffic (the budget's "
@@ -71,7 +72,8 @@ class Health:
 class Breaker:
     failure_threshold: int = setting(3, "Consecutive worker faults that open a worker's breaker: connection "
                                         "errors, timeouts, 502/503/504, and other 5xx that another worker "
-                                        "did not repeat. A 4xx, or a 5xx every worker gives, is the request's.",
+                                        "did not repeat. A 4xx, or a 5xx every worker gives, is the request's; "
+                                        "a full queue (503 'overloaded' or with Retry-After) is backpressure.",
                                      minimum=1)
     open_s: float = setting(5.0, "How long an open breaker stays open before a half-open trial.", above=0)
 
@@ -139,10 +141,10 @@ class Config:
     def tier(self, name: str) -> Tier | None:
         return next((t for t in (*self.tiers, *self.embedding_tiers) if t.name == name), None)
 
-    def next_tier_up(self, tier: Tier) -> Tier | None:
+    def tiers_above(self, tier: Tier) -> tuple[Tier, ...]:
+        """The tiers of the same task above this one, cheapest first (what failover may climb to)."""
         same_task = self.embedding_tiers if tier.task == "embed" else self.tiers
-        higher = [t for t in same_task if t.level > tier.level]
-        return min(higher, key=lambda t: t.level) if higher else None
+        return tuple(sorted((t for t in same_task if t.level > tier.level), key=lambda t: t.level))
 
     def embedding_tier(self, name: str) -> Tier | None:
         """The embeddings tier a name means: its own, an alias of it, or the cheapest serving that model."""

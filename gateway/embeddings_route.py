@@ -3,7 +3,7 @@
 There is no complexity to classify in an embedding request and vectors from different
 models are not interchangeable, so 'auto' is refused and the named embeddings tier (or the
 cheapest one serving the named model, or an alias of one) answers. Failover stays within
-the embeddings tiers (Config.next_tier_up). Embeddings tiers are open to every
+the embeddings tiers (Config.tiers_above). Embeddings tiers are open to every
 authenticated tenant; rate limits, budgets and accounting apply as for chat.
 """
 from __future__ import annotations
@@ -33,4 +33,5 @@ def plan_embeddings_route(state, config: Config, tenant, parsed: EmbeddingsReque
     named = Step(StepKind.REQUESTED, {"model": parsed.model, "tier": tier.name, "by": "embeddings model name"})
     decision = Decision(tier.name, RoutedBy.EXPLICIT, (named,), baseline_tier=tier.name, priority=priority)
     return Route(requested_model=parsed.model, tier=tier, decision=decision, classification=None,
-                 prompt_text="", affinity_keys=[], estimated_prompt_tokens=estimated_tokens(parsed.inputs))
+                 prompt_text="", affinity_keys=[], estimated_prompt_tokens=estimated_tokens(parsed.inputs),
+                 escalation_path=config.tiers_above(tier))

@@ -133,9 +133,7 @@ async def _reask_if_misshapen(state: GatewayState, config: Config, ask: Ask, ope
     if schema is None or not route.decision.structured_escalation or opened.response.status != 200:
         return opened, ()
     why = shape_fault(schema, opened.body)
-    usable = route.decision.usable_tiers  # never past the tenant's allowed tiers, nor to one that cannot
-    higher = min((t for t in config.tiers if t.level > opened.tier.level and t.name in usable),
-                 key=lambda t: t.level, default=None) if why else None
+    higher = route.next_up(opened.tier) if why else None  # never past the tenant's policy (Route.escalation_path)
     if higher is None:
         return opened, ()
     first = Usage()

@@ -30,6 +30,13 @@ class Route:
     prompt_text: str
     affinity_keys: list[str]
     estimated_prompt_tokens: int
+    # the tiers above `tier` this request may climb to (failover, shape re-ask), cheapest first: only
+    # those its policy allows (allowed_tiers, max_tier) and that can serve it (capabilities)
+    escalation_path: tuple[Tier, ...]
+
+    def next_up(self, tier: Tier) -> Tier | None:
+        """The cheapest tier of the escalation path above `tier`; None: nowhere this request may go."""
+        return next((t for t in self.escalation_path if t.level > tier.level), None)
 
     def keys_for(self, tier: Tier, config: Config) -> list[str]:
         """Affinity keys are per model: after an escalation to another model they differ."""
@@ -90,18 +97,21 @@ def plan_route(state: GatewayState, config: Config, tenant, parsed: ChatRequest 
     tier = config.tier(decision.tier_name)
     if tier is None:
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
-    _check_token_ids(state, config, tier, parsed)
+    path = tuple(t for t in config.tiers_above(tier) if t.name in decision.usable_tiers)
+    _check_token_ids(state, config, tier, path, parsed)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
-                 prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated)
+                 prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated,
+                 escalation_path=path)
 
 
-def _check_token_ids(state: GatewayState, config: Config, tier: Tier, parsed: ChatRequest | CompletionRequest) -> None:
+def _check_token_ids(state: GatewayState, config: Config, tier: Tier, path: tuple[Tier, ...],
+                     parsed: ChatRequest | CompletionRequest) -> None:
     """Token ids the request names must exist in every tier it may reach (its own, and those a
     failover escalates to), as far as their workers' cards state a vocabulary."""
     prompt = getattr(parsed, "prompt", None)
     if not named_token_ids(parsed.params, prompt):
         return
-    reach = [tier] + ([t for t in config.tiers if t.level > tier.level] if config.failover.escalate else [])
+    reach = [tier, *path] if config.failover.escalate else [tier]
     for each in reach:
         vocab = state.capabilities[each.name].vocab_size if each.name in state.capabilities else None
         if vocab is not None:

@@ -1,8 +1,11 @@
 """Getting an answer started from some worker: pick, send, and fail over.
 
 Worker faults (connection errors, timeouts, 502/503/504) are retried on another worker of the
-tier, then (if configured) on the next tier up, within failover.max_attempts and the retry
-budget. Any other 5xx is retried once: if a second worker fails the same way, the request is
+tier, then (if configured) on the next tier up of the route's escalation path (only tiers the
+request's policy allows and that can serve it), within failover.max_attempts and the retry
+budget. A worker's full queue (503 "overloaded" or with Retry-After) is backpressure, not a
+fault: another worker of the tier is tried, no breaker counts it, and the request never climbs
+for it. Any other 5xx is retried once: if a second worker fails the same way, the request is
 at fault and neither worker is blamed (see `_attempt_until_answered`). Non-streamed answers are
 read whole inside the attempt; streamed ones until their first bytes, so the client sees
 nothing from a failed attempt.
@@ -36,6 +39,7 @@ RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 GATEWAY_CREDENTIALS_REFUSED = (401, 403)
 GATEWAY_FAILURES = (502, 503, 504)  # the worker or the way to it failed, whatever the request was
 MAX_ERROR_BODY = 64 * 1024
+MAX_RETRY_AFTER_S = 60  # a worker's Retry-After passed on to clients is capped here
 PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
 
 
@@ -105,19 +109,23 @@ async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts:
     """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
     gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
     a second worker answers: success convicts the first worker, the same status again acquits
-    both and hands the error to the client as the request's."""
+    both and hands the error to the client as the request's. A full queue blames no one: the
+    next worker of the tier is tried, and when none is left the client is told to retry later.
+    Escalation follows the route's escalation path only (the tiers its policy allows)."""
     route = ask.route
     attempts = attempts or Attempts(route.tier)
     state.retry_budget.on_request()
     tier, tried, last_error = route.tier, set(), "no worker available"
     suspect: _Suspect | None = None
+    busy: _UpstreamStatus | None = None  # the last worker of this tier that answered with a full queue
     payloads: dict[str, bytes] = {}
     headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
                "x-tiergate-priority": route.decision.priority}
     while attempts.count < config.failover.max_attempts:
         pick, keys = await choose(state, config, route, tier, tried)
         if pick is None:
-            higher = config.next_tier_up(tier) if config.failover.escalate else None
+            # a full tier is busy, not down: climbing would pass its load on to the tiers above
+            higher = route.next_up(tier) if config.failover.escalate and busy is None else None
             if higher is None:
                 break
             METRICS.escalations.labels(tier.name, higher.name).inc()
@@ -142,6 +150,10 @@ async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts:
                 attempt.answered(opened.response.status)
         except _UpstreamStatus as exc:
             last_error = f"{backend.label}: {exc}"
+            if exc.retry_after_s is not None:  # backpressure: the worker is up, its queue is full
+                backend.probing = False
+                busy = exc
+                continue
             if not exc.suspect:
                 backend.on_failure(time.monotonic(), config.breaker)
                 continue
@@ -160,10 +172,29 @@ async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts:
         if keys and opened.response.status == 200:
             state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
         return opened
+    raise _unanswered(config, route, tier, attempts.count, last_error, busy)
+
+
+def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error: str,
+                busy: "_UpstreamStatus | None") -> OpenAIError:
+    """The 503 when no worker answered: the tier is overloaded, none of the tiers the request may
+    use is up while tiers outside its policy are left untried, or every tier is down."""
+    if busy is not None:
+        return OpenAIError(503, f"tier {tier.name!r} is overloaded: a worker's queue is full and no other worker of "
+                                f"the tier could take the request; retry after {busy.retry_after_s} s (last error: "
+                                f"{last_error})", code="overloaded",
+                           headers={"Retry-After": str(busy.retry_after_s)})
     # a worker is retried once its breaker half-opens or the next health check passes
-    retry_after = max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s)))
-    raise OpenAIError(503, f"no upstream worker could answer after {attempts.count} attempt(s); last error: {last_error}",
-                      code="upstream_unavailable", headers={"Retry-After": str(retry_after)})
+    retry_after = str(max(1, math.ceil(min(config.breaker.open_s, config.health.interval_s))))
+    if config.failover.escalate and route.next_up(tier) is None and config.tiers_above(tier):
+        may_use = [t.name for t in (route.tier, *route.escalation_path) if t.level >= route.tier.level]
+        return OpenAIError(503, f"no allowed tier is available: the tiers this request may use ({', '.join(may_use)}) "
+                                f"have no worker that answered ({count} attempt(s)); the tiers above them are outside "
+                                f"the tenant's policy or cannot serve this request, so they are not tried; last "
+                                f"error: {last_error}",
+                           code="no_allowed_tier_available", headers={"Retry-After": retry_after})
+    return OpenAIError(503, f"no upstream worker could answer after {count} attempt(s); last error: {last_error}",
+                       code="upstream_unavailable", headers={"Retry-After": retry_after})
 
 
 async def _send(state: GatewayState, attempts: Attempts, tier: Tier, backend: Backend, path: str, payload: bytes,
@@ -176,7 +207,8 @@ async def _send(state: GatewayState, attempts: Attempts, tier: Tier, backend: Ba
         response = await state.session.post(backend.url + path, data=payload, headers=headers,
                                              timeout=state.client_timeout)
         if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
-            raise _UpstreamStatus(response.status, await response.content.read(MAX_ERROR_BODY))
+            raise _UpstreamStatus(response.status, await response.content.read(MAX_ERROR_BODY),
+                                  response.headers.get("Retry-After"))
         data = await (response.read() if not stream or response.status != 200 else _first_bytes(response))
     except asyncio.CancelledError:  # client went away: drop the upstream request too
         backend.on_done()
@@ -216,21 +248,33 @@ async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:
 
 
 class _UpstreamStatus(Exception):
-    def __init__(self, status: int, body: bytes):
+    def __init__(self, status: int, body: bytes, retry_after: str | None = None):
         self.status = status
-        self.upstream_message = _error_message(body)
+        self.upstream_message, code = _error_message(body)
         super().__init__(f"upstream answered HTTP {status}: {self.upstream_message}")
-        self.kind = f"http_{status}"
+        # seconds to wait when a worker that answered says its queue is full; None: not backpressure
+        self.retry_after_s = _retry_after_s(retry_after) if status == 503 and (
+            code == "overloaded" or retry_after is not None) else None
+        self.kind = "overloaded" if self.retry_after_s is not None else f"http_{status}"
         # a worker fault for sure (Envoy's gateway errors; a refused key), else a suspicion to check
         self.suspect = status not in GATEWAY_FAILURES and status not in GATEWAY_CREDENTIALS_REFUSED
 
 
-def _error_message(body: bytes) -> str:
-    """The upstream's OpenAI error message, else the start of its body."""
+def _error_message(body: bytes) -> tuple[str, str | None]:
+    """The upstream's OpenAI error message (else the start of its body) and its code."""
     try:
-        message = json.loads(body)["error"]["message"]
+        error = json.loads(body)["error"]
+        message, code = error["message"], error.get("code")
         if isinstance(message, str):
-            return message[:500]
-    except (ValueError, KeyError, TypeError):
+            return message[:500], code if isinstance(code, str) else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         pass
-    return body[:200].decode(errors="replace") or "(empty body)"
+    return body[:200].decode(errors="replace") or "(empty body)", None
+
+
+def _retry_after_s(value: str | None) -> int:
+    """A worker's Retry-After in whole seconds, within 1..MAX_RETRY_AFTER_S (1 when absent or a date)."""
+    try:
+        return min(MAX_RETRY_AFTER_S, max(1, math.ceil(float(value))))
+    except (TypeError, ValueError, OverflowError):
+        return 1

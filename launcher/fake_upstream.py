@@ -2,7 +2,8 @@
 
 It answers /v1/chat/completions, /v1/completions (whole or SSE-streamed, with usage),
 /v1/models and /health instantly and deterministically, and can be told to misbehave:
-answer 5xx, be unhealthy, hang, or cut a stream after some chunks.
+answer 5xx, be unhealthy, hang, answer as a worker whose queue is full, or cut a stream after
+some chunks.
 Run alone: `python -m launcher.fake_upstream --port 9001 [--chunks 8]`.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ class FakeUpstream:
         self.chunk_delay_s = chunk_delay_s
         self.delay_s = 0.0  # before answering
         self.fail_status: int | None = None  # answer every generation with this status
+        self.overloaded = False  # answer generations as a worker with a full queue: 503 "overloaded", Retry-After
         self.reply: str | None = None  # chat answers say this and end on their own (finish_reason stop)
         self.replies: dict[str, str] = {}  # like `reply`, for chat requests whose body holds the key
         self.poison: str | None = None  # a generation whose body holds this text gets a 500 (a worker bug)
@@ -101,6 +103,10 @@ class FakeUpstream:
             await asyncio.sleep(3600)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.overloaded:
+            return web.json_response({"error": {"message": f"{self.name}: the queue is full", "type": "server_error",
+                                                "param": None, "code": "overloaded"}},
+                                     status=503, headers={"Retry-After": "1"})
         if self.fail_status:
             return self._failing()
         if self.poison and self.poison in json.dumps(body):

@@ -71,7 +71,8 @@ class TenantPolicy:
                                            "after interactive ones and preempted first.", choices=PRIORITIES)
     structured_escalation: bool = setting(True, "A non-streamed structured answer (response_format) cut by "
                                                 "max_tokens or failing its schema is asked once more of the "
-                                                "next tier up; both attempts are billed.")
+                                                "next tier up that the tenant may use and that can serve it; "
+                                                "both attempts are billed.")
     sampling_rate: float | None = setting(None, "Quality-sampling rate for this tenant; unset: the gateway's "
                                                 "quality.sampling_rate.", minimum=0.0, maximum=1.0)
     pinned_routes: dict[str, str] = setting(doc="alias -> tier: the alias always maps to that tier (no bias, "

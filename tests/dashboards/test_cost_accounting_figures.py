@@ -57,6 +57,7 @@ def _config(tmp: Path, live: str, failing: str, dead: str, prefix: str) -> dict:
     doc["health"] = {"interval_s": 0.5, "timeout_s": 5.0}
     doc["policy"]["usage_log"] = {"dir": str(tmp / "usage"), "fsync": "never"}
     doc["tenants"]["team-b"]["budgets"]["daily_usd"] = {"soft": 0, "hard": 5}  # always over: downgrades
+    doc["tenants"]["local"]["max_tier"] = "expert"  # large's escalation to expert stays inside local's policy
     return doc
 
 

@@ -20,7 +20,7 @@ HI = [{"role": "user", "content": "a person please"}]
 SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
 FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}}
 KEYS = {"eager": "sk-eager-shape-key", "plain": "sk-plain-shape-key", "capped": "sk-capped-shape-key",
-        "small-only": "sk-small-only-shape-key"}
+        "small-only": "sk-small-only-shape-key", "low-two": "sk-low-two-shape-key"}
 
 
 @pytest.fixture
@@ -31,7 +31,9 @@ async def three(fakes, gateway, redis_prefix, tmp_path):
                "capped": {"keys": [{"id": "k", "sha256": hash_key(KEYS["capped"])}],
                           "allowed_tiers": ["small", "large"]},
                "small-only": {"keys": [{"id": "k", "sha256": hash_key(KEYS["small-only"])}],
-                              "allowed_tiers": ["small"]}}
+                              "allowed_tiers": ["small"]},
+               "low-two": {"keys": [{"id": "k", "sha256": hash_key(KEYS["low-two"])}],
+                           "allowed_tiers": ["small", "medium"]}}
     tiers = [{**tier(name, level, [url]), "capabilities": {"structured_outputs": True}}
              for level, (name, url) in enumerate((("small", s_url), ("medium", m_url), ("large", l_url)), start=1)]
     doc = base_config(tiers,
@@ -115,6 +117,16 @@ async def test_escalation_stays_within_the_tenants_allowed_tiers(three):
     async with _client(gw, "small-only") as client:
         answer = await client.chat.completions.create(model="small", messages=HI, response_format=FORMAT)
     assert answer.choices[0].finish_reason == "length" and (small.served, large.served) == (2, 1)
+
+
+async def test_the_reask_does_not_fail_over_past_the_tenants_allowed_tiers(three):
+    gw, small, medium, large = three
+    medium.fail_status, large.reply = 502, '{"name":"Ada"}'
+    async with _client(gw, "low-two") as client:  # the re-ask goes to medium, which is down; large is not allowed
+        raw = await client.chat.completions.with_raw_response.create(model="small", messages=HI,
+                                                                     response_format=FORMAT)
+    assert raw.headers["x-tiergate-tier"] == "small" and raw.parse().choices[0].finish_reason == "length"
+    assert len(medium.seen) == 1 and len(large.seen) == 0
 
 
 def _records(gw):
