@@ -88,10 +88,21 @@ class FileStore:
 
     async def body(self, tenant: str, file_id: str) -> Path:
         """Where the file's body is; a 404 for a file this tenant does not have."""
-        path = self.bodies.path(tenant, (await self.meta(tenant, file_id))["id"])
-        if not path.exists():
+        name = (await self.meta(tenant, file_id))["id"]
+        path = self.bodies.path(tenant, name)
+        if not path.exists() and not await self._move_to_disk(tenant, name):
             raise not_found("file", file_id)
         return path
+
+    async def _move_to_disk(self, tenant: str, name: str) -> bool:
+        """A file kept before bodies moved out of Redis: its body goes to disk on first use."""
+        key = self._key(tenant, name)
+        content = await self.redis.hget(key, "content")
+        if content is None:
+            return False
+        await self.bodies.commit(await self.bodies.write(tenant, content), tenant, name)
+        await self.redis.hdel(key, "content")
+        return True
 
     async def content(self, tenant: str, file_id: str) -> bytes:
         try:
