@@ -40,13 +40,13 @@ def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
 
 
 def store_call(handler):
-    """Redis down or full (out of memory): a 503 with Retry-After, as for every other store the
-    gateway keeps there."""
+    """Redis down or full (out of memory), or the files directory failing: a 503 with
+    Retry-After, as for every other store the gateway keeps."""
     @functools.wraps(handler)
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except RedisError as exc:
+        except (RedisError, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
             log.warning("batch store unavailable: %s", exc)
             raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
                               code="service_unavailable", headers={"Retry-After": "1"}) from None

@@ -67,7 +67,10 @@ class BatchStore:
         """The batch, with its own name for the input file's body on disk (deleting the file
         cannot starve it); that name goes when the batch ends."""
         key, now = self._key(tenant, meta["id"]), meta["created_at"]
-        await self.bodies.share(tenant, meta["input_file_id"], _input(meta["id"]))
+        try:
+            await self.bodies.share(tenant, meta["input_file_id"], _input(meta["id"]))
+        except FileNotFoundError:  # the file was deleted meanwhile
+            raise not_found("file", meta["input_file_id"], "input_file_id") from None
         try:
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
