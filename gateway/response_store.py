@@ -77,12 +77,13 @@ async def release(redis, config, tenant: str, response_id: str) -> None:
 
 
 async def save(redis, config, tenant: str, response_id: str, messages: list[dict]) -> bool:
-    """Store the conversation; False (logged) when Redis failed: the answer itself still goes out."""
+    """Store the conversation; False (logged) when Redis failed: the answer itself still goes out,
+    and its place is given back."""
     data = json.dumps({"messages": messages}, separators=(",", ":"), ensure_ascii=False)
     try:
-        await redis.set(_key(config, tenant, response_id), data, ex=STORE_TTL_S)
         await _quota(redis, config).reserve(tenant, response_id, len(data.encode()), int(time.time()) + STORE_TTL_S,
-                                            responses_quota(config, None), force=True)
+                                            responses_quota(config, None), force=True)  # its place, now its size
+        await redis.set(_key(config, tenant, response_id), data, ex=STORE_TTL_S)
         return True
     except Exception as exc:
         log.warning("could not store response %s: %s", response_id, exc)
