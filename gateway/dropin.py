@@ -37,11 +37,13 @@ class ResponsesShaper:
     def __init__(self, body: dict, translation, save):
         self.body, self.translation, self.save = body, translation, save
         self.response_id = new_id("resp")
+        self.stored = False
         self.stream = ResponsesStream(body, self.response_id, body["model"])  # model: checked by the translation
 
     async def _store(self, response: dict) -> None:
         if self.translation.store:
-            await self.save(self.response_id, [*self.translation.conversation, assistant_message(response)])
+            self.stored = await self.save(self.response_id,
+                                          [*self.translation.conversation, assistant_message(response)])
 
     async def whole(self, answer: web.Response) -> web.Response:
         completion = _answer(answer)
@@ -79,11 +81,21 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if state.redis is None and translation.store:  # nowhere to keep it: say so in the answer's `store`
         body, translation.store = {**body, "store": False}, False
 
-    async def save(response_id: str, messages: list[dict]) -> None:
-        await response_store.save(state.redis, config, tenant.name, response_id, messages)
+    async def save(response_id: str, messages: list[dict]) -> bool:
+        return await response_store.save(state.redis, config, tenant.name, response_id, messages)
 
     shaper = ResponsesShaper(body, translation, save)
-    return await generate(request, "chat", body=translation.chat, tenant=tenant, shaper=shaper)
+    if translation.store:
+        try:
+            await response_store.reserve(state.redis, config, tenant, shaper.response_id)
+        except OpenAIError as refusal:
+            await count_refusal(state.policy, request, tenant, refusal)
+            raise
+    try:
+        return await generate(request, "chat", body=translation.chat, tenant=tenant, shaper=shaper)
+    finally:
+        if translation.store and not shaper.stored:
+            await response_store.release(state.redis, config, tenant.name, shaper.response_id)
 
 
 class MessagesShaper:

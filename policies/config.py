@@ -27,6 +27,19 @@ class RateLimits:
                                             minimum=1)
 
 
+@dataclass(frozen=True)
+class StorageQuotas:
+    files: int = setting(1000, "Files a tenant may keep at once (uploads and batch results); past it, an "
+                               "upload is a 429.", minimum=1)
+    files_bytes: int = setting(1 << 30, "Bytes of files a tenant may keep (on disk, in batches.files_dir); "
+                                        "an upload past it is a 413.", minimum=1024)
+    stored_responses: int = setting(10_000, "Responses (/v1/responses with store: true) a tenant may keep "
+                                            "at once; past it, a request that stores is a 429.", minimum=1)
+    stored_responses_bytes: int = setting(64 << 20, "Bytes of stored conversations a tenant may keep (in "
+                                                    "Redis); past it, a request that stores is a 413.",
+                                          minimum=1024)
+
+
 def _budget_pair(f: Fields) -> tuple[int | None, int | None]:
     soft, hard = f.number("soft", None, minimum=0), f.number("hard", None, minimum=0)
     f.finish()
@@ -83,6 +96,8 @@ class TenantPolicy:
                                parse=_budgets, shown_as="mapping")
     soft_budget_action: str = setting("downgrade", "Past a soft budget: downgrade (one allowed tier cheaper) "
                                                    "or none.", choices=SOFT_BUDGET_ACTIONS)
+    storage: StorageQuotas = setting(StorageQuotas(), "What the tenant may keep stored: files and stored "
+                                                      "responses, by count and bytes.")
 
 
 def _sha256(f: Fields, key: str, default: str | None = None) -> str | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from redis.exceptions import MaxConnectionsError, RedisError
+from redis.exceptions import MaxConnectionsError, OutOfMemoryError, RedisError
 from wire.errors import OpenAIError
 
 from policies import metrics
@@ -46,6 +46,10 @@ class RedisAccess:
 
 class RedisUnavailable(Exception):
     pass
+
+
+class RedisFull(RedisUnavailable):
+    """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""
 
 
 def _seconds_until(now: datetime, what: str) -> int:
@@ -116,6 +120,9 @@ class PolicyService:
         waiting_for_pool = [False]
         try:
             return await asyncio.wait_for(self._pooled(call, waiting_for_pool), self.access.timeout_s)
+        except OutOfMemoryError as exc:
+            log.warning("redis refused a write during %s: %s", operation, exc)
+            raise RedisFull(operation) from exc
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             if not waiting_for_pool[0]:  # a busy client is not an outage; anything else opens the breaker
                 self.replica.redis_down_until = time.monotonic() + self.access.retry_after_s
@@ -145,8 +152,8 @@ class PolicyService:
         charge = max(0, int(estimated_prompt_tokens))
         try:
             result = await self._redis("admit", lambda: self.store.admit(tenant, member, charge, day, month))
-        except RedisUnavailable:
-            if self.config.on_redis_error == "closed":
+        except RedisUnavailable as unavailable:
+            if self.config.on_redis_error == "closed" or isinstance(unavailable, RedisFull):
                 metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
                 raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
                                   code="service_unavailable", headers={"Retry-After": "1"}) from None

@@ -1,6 +1,7 @@
 """/v1/files and /v1/batches in OpenAI's shapes, scoped to the calling tenant."""
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import re
@@ -12,7 +13,8 @@ from redis.exceptions import RedisError
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
 
-from ..context import STATE
+from ..context import CTX, STATE
+from ..storage_quota import files_quota
 from .files import PURPOSE_INPUT, FileStore
 from .jsonl import ENDPOINTS, check_endpoint, read_lines
 from .runner import stores
@@ -38,12 +40,13 @@ def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
 
 
 def store_call(handler):
-    """Redis down: a 503 with Retry-After, as for every other store the gateway keeps there."""
+    """Redis down or full (out of memory), or the files directory failing: a 503 with
+    Retry-After, as for every other store the gateway keeps."""
     @functools.wraps(handler)
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except RedisError as exc:
+        except (RedisError, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
             log.warning("batch store unavailable: %s", exc)
             raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
                               code="service_unavailable", headers={"Retry-After": "1"}) from None
@@ -62,34 +65,57 @@ async def _read_part(part, limit: int) -> bytes:
     while chunk := await part.read_chunk(1 << 16):
         data += chunk
         if len(data) > limit:
-            raise OpenAIError(413, f"the file is larger than {limit} bytes (batches.max_file_bytes)",
-                              param="file", code="file_too_large")
+            raise bad_request(f"the form field '{part.name}' is longer than {limit} bytes", param=part.name)
     return bytes(data)
+
+
+def _too_large(limit: int, setting: str):
+    def refusal() -> OpenAIError:
+        return OpenAIError(413, f"the file is larger than {limit} bytes ({setting})", param="file",
+                           code="file_too_large")
+    return refusal
+
+
+def _check_file(path, limits) -> None:
+    """Parsing a file of up to max_file_bytes takes a while: done in a thread."""
+    read_lines(path.read_bytes(), max_lines=limits.max_lines, max_line_bytes=limits.max_line_bytes)
 
 
 @store_call
 async def upload_file(request: web.Request) -> web.Response:
     state, tenant, files, _ = _open(request)
-    limits = state.config.batches
+    limits, quota = state.config.batches, files_quota(state.config, tenant)
     if not request.content_type.startswith("multipart/"):
         raise bad_request("upload a file as multipart/form-data with fields 'purpose' and 'file'", code="invalid_request")
-    form: dict[str, object] = {}
-    async for part in await request.multipart():
-        if part.name == "file":
-            form["file"] = (part.filename or "upload.jsonl", await _read_part(part, limits.max_file_bytes))
-        elif part.name == "purpose":
-            form["purpose"] = (await _read_part(part, 64)).decode("utf-8", "replace")
-        else:
-            raise bad_request(f"form field '{part.name}' is not supported", param=part.name,
-                              code="unsupported_parameter")
-    if form.get("purpose") != PURPOSE_INPUT:
-        raise bad_request("'purpose' must be 'batch': this gateway keeps files for the Batch API only",
-                          param="purpose")
-    if "file" not in form:
-        raise bad_request("the form has no 'file'", param="file")
-    filename, content = form["file"]
-    read_lines(content, max_lines=limits.max_lines, max_line_bytes=limits.max_line_bytes)
-    return web.json_response(await files.put(tenant.name, content, filename, PURPOSE_INPUT))
+    await state.policy.admit(tenant, request[CTX].request_id, 0, 0)  # an upload is a request: the rate limits hold
+    room = await files.quota.room(tenant.name, quota)
+    too_large = (_too_large(limits.max_file_bytes, "batches.max_file_bytes") if room >= limits.max_file_bytes
+                 else _too_large(room, f"what is left of the tenant's {quota.bytes_field}: {quota.bytes}"))
+    purpose, received = None, None
+    try:
+        async for part in await request.multipart():
+            if part.name == "file" and received is None:
+                temp, size = await files.bodies.receive(tenant.name, part, min(room, limits.max_file_bytes),
+                                                        too_large)
+                received = (part.filename or "upload.jsonl", temp, size)
+            elif part.name == "purpose":
+                purpose = (await _read_part(part, 64)).decode("utf-8", "replace")
+            else:
+                raise bad_request(f"form field '{part.name}' is not supported (or given twice)", param=part.name,
+                                  code="unsupported_parameter")
+        if purpose != PURPOSE_INPUT:
+            raise bad_request("'purpose' must be 'batch': this gateway keeps files for the Batch API only",
+                              param="purpose")
+        if received is None:
+            raise bad_request("the form has no 'file'", param="file")
+        filename, temp, size = received
+        await asyncio.to_thread(_check_file, temp, limits)
+        meta = await files.put(tenant.name, temp, size, filename, PURPOSE_INPUT, quota)
+        received = None  # kept: its body is no longer a temporary file
+        return web.json_response(meta)
+    finally:
+        if received is not None:
+            await files.bodies.discard(received[1])
 
 
 @store_call
@@ -108,8 +134,8 @@ async def get_file(request: web.Request) -> web.Response:
 @store_call
 async def file_content(request: web.Request) -> web.Response:
     _, tenant, files, _ = _open(request)
-    content = await files.content(tenant.name, request.match_info["file_id"])
-    return web.Response(body=content, content_type="application/jsonl")
+    path = await files.body(tenant.name, request.match_info["file_id"])
+    return web.FileResponse(path, headers={"Content-Type": "application/jsonl"})
 
 
 @store_call
@@ -158,7 +184,8 @@ async def create_batch(request: web.Request) -> web.Response:
     if (await files.meta(tenant.name, file_id))["purpose"] != PURPOSE_INPUT:
         raise bad_request(f"file '{file_id}' was not uploaded with purpose 'batch'", param="input_file_id")
     content = await files.content(tenant.name, file_id)
-    lines = read_lines(content, max_lines=limits.max_lines, max_line_bytes=limits.max_line_bytes)
+    lines = await asyncio.to_thread(read_lines, content, max_lines=limits.max_lines,
+                                    max_line_bytes=limits.max_line_bytes)
     check_endpoint(lines, endpoint)
     if await batches.count_active(tenant.name) >= limits.max_active_per_tenant:
         raise OpenAIError(429, f"tenant {tenant.name!r} has {limits.max_active_per_tenant} unfinished batches "
@@ -167,7 +194,7 @@ async def create_batch(request: web.Request) -> web.Response:
     meta = {"id": new_batch_id(), "endpoint": endpoint, "input_file_id": file_id,
             "completion_window": body["completion_window"], "created_at": now, "expires_at": now + window_s,
             "metadata": metadata, "total": len(lines), "key_id": getattr(tenant, "key_id", None)}
-    await batches.create(tenant.name, meta, content)
+    await batches.create(tenant.name, meta)
     return web.json_response(await batches.get(tenant.name, meta["id"]))
 
 

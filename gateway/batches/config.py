@@ -8,10 +8,15 @@ from typedconfig import setting
 
 @dataclass(frozen=True)
 class BatchesConfig:
-    enabled: bool = setting(True, "Serve /v1/files and /v1/batches (needs Redis, where files and batch state "
-                                  "live).")
-    max_file_bytes: int = setting(32 << 20, "Largest uploaded file. Files live in Redis, so this bounds the "
-                                            "memory one upload takes there.", minimum=1024, maximum=64 << 20)
+    enabled: bool = setting(True, "Serve /v1/files and /v1/batches (needs Redis, where file metadata and "
+                                  "batch state live).")
+    files_dir: str = setting(".cache/tiergate-files", "Folder of file bodies (uploads, batch inputs and "
+                                                      "results; Redis keeps only their metadata), relative to "
+                                                      "the working directory unless absolute. Gateway replicas "
+                                                      "share it (a volume in k8s).")
+    max_file_bytes: int = setting(32 << 20, "Largest uploaded file; refused with 413 as it arrives. A batch "
+                                            "input is parsed whole, so this bounds that memory too.",
+                                  minimum=1024, maximum=64 << 20)
     max_lines: int = setting(50_000, "Most requests in one batch input file.", minimum=1)
     max_line_bytes: int = setting(1 << 20, "Largest line of a batch input file.", minimum=256)
     max_active_per_tenant: int = setting(16, "Unfinished batches a tenant may have at once; past it, "

@@ -1,17 +1,26 @@
-"""Uploaded files and batch results in Redis, scoped to the tenant.
+"""Uploaded files and batch results, scoped to the tenant: metadata in Redis, bodies on disk.
 
-A file is one hash (`meta`: the OpenAI file object, `content`: the bytes) under a key that
-holds the tenant's name, so another tenant's file id is simply not found (a 404, as for an id
-that never existed). A sorted set per tenant lists them by creation time.
+A file's metadata is one hash (`meta`: the OpenAI file object) under a key that holds the
+tenant's name, so another tenant's file id is simply not found (a 404, as for an id that never
+existed). A sorted set per tenant lists them by creation time. The body lives in the files
+directory (bodies.py) and counts against the tenant's `storage` quota until the file is deleted
+or expires (storage_quota.py); an expired file's body is removed by the next upload of its
+tenant or by the runner's sweep.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+from pathlib import Path
 
 from wire.errors import OpenAIError
 
+from ..storage_quota import Quota, StorageQuota
+from .bodies import NAME, FileBodies
+
+log = logging.getLogger(__name__)
 PURPOSE_INPUT, PURPOSE_OUTPUT = "batch", "batch_output"
 
 
@@ -24,8 +33,9 @@ def not_found(what: str, ident: str, param: str | None = None) -> OpenAIError:
 
 
 class FileStore:
-    def __init__(self, redis, prefix: str, ttl_s: int):
-        self.redis, self.prefix, self.ttl_s = redis, prefix, ttl_s
+    def __init__(self, redis, prefix: str, ttl_s: int, bodies: FileBodies):
+        self.redis, self.prefix, self.ttl_s, self.bodies = redis, prefix, ttl_s, bodies
+        self.quota = StorageQuota(redis, prefix, "files", "files", ttl_s)
 
     def _key(self, tenant: str, file_id: str) -> str:
         return f"{self.prefix}file:{tenant}:{file_id}"
@@ -33,21 +43,42 @@ class FileStore:
     def _index(self, tenant: str) -> str:
         return f"{self.prefix}files:{tenant}"
 
-    async def put(self, tenant: str, content: bytes, filename: str, purpose: str,
-                  file_id: str | None = None) -> dict:
-        """Store (or, for a fixed `file_id`, overwrite) a file; its OpenAI file object."""
+    async def put(self, tenant: str, temp: Path, size: int, filename: str, purpose: str, quota: Quota, *,
+                  file_id: str | None = None, force: bool = False) -> dict:
+        """Keep the body written to `temp` as a file (or, for a fixed `file_id`, overwrite it),
+        counted against `quota` (`force`: whatever the quota); its OpenAI file object."""
         now = int(time.time())
-        meta = {"id": file_id or new_file_id(), "object": "file", "bytes": len(content), "created_at": now,
+        meta = {"id": file_id or new_file_id(), "object": "file", "bytes": size, "created_at": now,
                 "expires_at": now + self.ttl_s, "filename": filename, "purpose": purpose,
                 "status": "processed", "status_details": None}
-        key = self._key(tenant, meta["id"])
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, mapping={"meta": json.dumps(meta), "content": content})
-            pipe.expire(key, self.ttl_s)
-            pipe.zadd(self._index(tenant), {meta["id"]: now})
-            pipe.expire(self._index(tenant), self.ttl_s)
-            await pipe.execute()
+        try:
+            reserved = await self.quota.reserve(tenant, meta["id"], size, meta["expires_at"], quota, force=force)
+        except BaseException:
+            await self.bodies.discard(temp)
+            raise
+        try:
+            await self.bodies.commit(temp, tenant, meta["id"])
+            key = self._key(tenant, meta["id"])
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, "meta", json.dumps(meta))
+                pipe.expire(key, self.ttl_s)
+                pipe.zadd(self._index(tenant), {meta["id"]: now})
+                pipe.expire(self._index(tenant), self.ttl_s)
+                await pipe.execute()
+        except BaseException:
+            await self._undo(tenant, meta["id"], temp)
+            raise
+        await self.bodies.remove(tenant, *[i for i in reserved.expired if NAME.match(i)])
         return meta
+
+    async def _undo(self, tenant: str, file_id: str, temp: Path) -> None:
+        """A file that could not be recorded: its body and its share of the quota go."""
+        await self.bodies.discard(temp)
+        await self.bodies.remove(tenant, file_id)
+        try:
+            await self.quota.release(tenant, file_id)
+        except Exception as exc:  # Redis away: the reservation expires with the file's TTL
+            log.warning("could not give back the quota of file %s: %s", file_id, exc)
 
     async def meta(self, tenant: str, file_id: str) -> dict:
         raw = await self.redis.hget(self._key(tenant, file_id), "meta")
@@ -55,16 +86,36 @@ class FileStore:
             raise not_found("file", file_id)
         return json.loads(raw)
 
-    async def content(self, tenant: str, file_id: str) -> bytes:
-        raw = await self.redis.hget(self._key(tenant, file_id), "content")
-        if raw is None:
+    async def body(self, tenant: str, file_id: str) -> Path:
+        """Where the file's body is; a 404 for a file this tenant does not have."""
+        name = (await self.meta(tenant, file_id))["id"]
+        path = self.bodies.path(tenant, name)
+        if not path.exists() and not await self._move_to_disk(tenant, name):
             raise not_found("file", file_id)
-        return raw
+        return path
+
+    async def _move_to_disk(self, tenant: str, name: str) -> bool:
+        """A file kept before bodies moved out of Redis: its body goes to disk on first use."""
+        key = self._key(tenant, name)
+        content = await self.redis.hget(key, "content")
+        if content is None:
+            return False
+        await self.bodies.commit(await self.bodies.write(tenant, content), tenant, name)
+        await self.redis.hdel(key, "content")
+        return True
+
+    async def content(self, tenant: str, file_id: str) -> bytes:
+        try:
+            return await self.bodies.read(tenant, (await self.body(tenant, file_id)).name)
+        except FileNotFoundError:  # deleted meanwhile
+            raise not_found("file", file_id) from None
 
     async def delete(self, tenant: str, file_id: str) -> None:
         if not await self.redis.delete(self._key(tenant, file_id)):
             raise not_found("file", file_id)
         await self.redis.zrem(self._index(tenant), file_id)
+        await self.quota.release(tenant, file_id)
+        await self.bodies.remove(tenant, file_id)
 
     async def listing(self, tenant: str, limit: int, after: str | None, purpose: str | None) -> dict:
         """Newest first, OpenAI's cursor page: `after` is the last id of the previous page."""

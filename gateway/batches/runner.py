@@ -17,6 +17,8 @@ import time
 from redis.exceptions import RedisError
 
 from ..metrics import METRICS
+from ..storage_quota import files_quota
+from .bodies import FileBodies
 from .files import PURPOSE_OUTPUT, FileStore
 from .jsonl import BatchLine, read_lines
 from .lease import Lease
@@ -28,13 +30,21 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 PROGRESS_EVERY_S = 10.0
 RECORD_TRIES = 5  # about 1.5 s of backoff before a result is given up (and its line run again)
+SWEEP_EVERY_S = 600.0
 
 
 def stores(state) -> tuple[FileStore, BatchStore]:
     config = state.config
     ttl_s = config.batches.file_ttl_days * 86400
-    return (FileStore(state.redis, config.redis.key_prefix, ttl_s),
-            BatchStore(state.redis, config.redis.key_prefix, ttl_s))
+    bodies = FileBodies(config.batches.files_dir)
+    return (FileStore(state.redis, config.redis.key_prefix, ttl_s, bodies),
+            BatchStore(state.redis, config.redis.key_prefix, ttl_s, bodies))
+
+
+def _body_lifetime_s(config) -> float:
+    """Longer than any body is needed: a file's TTL, plus a batch's window for an input shared
+    on the file's last day, plus a day."""
+    return (config.batches.file_ttl_days * 24 + config.batches.max_completion_window_h + 24) * 3600.0
 
 
 def _is_ok(line: bytes) -> bool:
@@ -49,6 +59,7 @@ class BatchRunner:
         self.lease: Lease | None = None
         self.draining: dict[tuple[str, str], asyncio.Task] = {}
         self.slots: asyncio.Semaphore | None = None
+        self.swept_at = 0.0
 
     async def run(self) -> None:
         """The background loop of every gateway process; only the lease holder drains."""
@@ -59,6 +70,7 @@ class BatchRunner:
             try:
                 if await self.lease.hold():
                     await self._start_new()
+                    await self._sweep()
                 else:
                     self._drop_all()
             except Exception as exc:  # Redis away: try again next round; the lease runs out meanwhile
@@ -80,6 +92,16 @@ class BatchRunner:
     def _drop_all(self) -> None:
         for task in self.draining.values():
             task.cancel()
+
+    async def _sweep(self) -> None:
+        """Bodies whose metadata expired unseen (a tenant that never uploads again), now and then."""
+        if time.monotonic() - self.swept_at < SWEEP_EVERY_S:
+            return
+        self.swept_at = time.monotonic()
+        config = self.state.config
+        removed = await FileBodies(config.batches.files_dir).sweep(_body_lifetime_s(config))
+        if removed:
+            log.info("batch runner: removed %d expired file bodies", removed)
 
     async def _start_new(self) -> None:
         _, batches = stores(self.state)
@@ -114,8 +136,8 @@ class BatchDrain:
             await self.batches.forget(self.tenant_name, self.batch_id)
             return
         meta, self.status = json.loads(fields["meta"]), fields["status"]
-        lines = read_lines(await self.batches.input(self.tenant_name, self.batch_id),
-                           max_lines=meta["total"], max_line_bytes=1 << 62)
+        content = await self.batches.input(self.tenant_name, self.batch_id)
+        lines = await asyncio.to_thread(read_lines, content, max_lines=meta["total"], max_line_bytes=1 << 62)
         if self.status in ("in_progress", "cancelling"):
             await self._dispatch(meta, lines)
         await self._finalize(meta, lines)
@@ -215,6 +237,7 @@ class BatchDrain:
         moved = await self.batches.move(self.tenant_name, self.batch_id, ("in_progress", "finalizing", "cancelling"),
                                         final, output_file_id=output or "", error_file_id=errors or "")
         if moved:
+            await self.batches.ended(self.tenant_name, self.batch_id)
             log.info("batch %s: %s", self.batch_id, final)
 
     async def _expire_undone(self, lines: list[BatchLine]) -> None:
@@ -237,8 +260,10 @@ class BatchDrain:
             if not lines:
                 ids.append(None)
                 continue
-            meta = await self.files.put(self.tenant_name, b"\n".join(lines) + b"\n",
-                                        f"{self.batch_id}_{suffix}.jsonl", PURPOSE_OUTPUT,
-                                        file_id=f"file-{stem}-{suffix}")
+            content = b"\n".join(lines) + b"\n"
+            temp = await self.files.bodies.write(self.tenant_name, content)
+            meta = await self.files.put(self.tenant_name, temp, len(content), f"{self.batch_id}_{suffix}.jsonl",
+                                        PURPOSE_OUTPUT, files_quota(self.state.config, None),
+                                        file_id=f"file-{stem}-{suffix}", force=True)
             ids.append(meta["id"])
         return ids[0], ids[1]

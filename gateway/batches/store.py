@@ -11,6 +11,7 @@ import json
 import os
 import time
 
+from .bodies import FileBodies
 from .files import not_found
 
 FINAL = ("completed", "failed", "expired", "cancelled")
@@ -44,8 +45,8 @@ def new_batch_id() -> str:
 
 
 class BatchStore:
-    def __init__(self, redis, prefix: str, ttl_s: int):
-        self.redis, self.prefix, self.ttl_s = redis, prefix, ttl_s
+    def __init__(self, redis, prefix: str, ttl_s: int, bodies: FileBodies):
+        self.redis, self.prefix, self.ttl_s, self.bodies = redis, prefix, ttl_s, bodies
         self._record = redis.register_script(_RECORD)
         self._transition = redis.register_script(_TRANSITION)
 
@@ -62,24 +63,42 @@ class BatchStore:
     def _active(self) -> str:
         return f"{self.prefix}batches:active"
 
-    async def create(self, tenant: str, meta: dict, content: bytes) -> None:
-        """The batch, with its own copy of the input file (deleting the file cannot starve it)."""
+    async def create(self, tenant: str, meta: dict) -> None:
+        """The batch, with its own name for the input file's body on disk (deleting the file
+        cannot starve it); that name goes when the batch ends."""
         key, now = self._key(tenant, meta["id"]), meta["created_at"]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(key + ":input", content, ex=self.ttl_s)
-            pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
-                                    "completed": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0})
-            pipe.expire(key, self.ttl_s)
-            pipe.zadd(self._index(tenant), {meta["id"]: now})
-            pipe.expire(self._index(tenant), self.ttl_s)
-            pipe.sadd(self._active, json.dumps([tenant, meta["id"]]))
-            await pipe.execute()
+        try:
+            await self.bodies.share(tenant, meta["input_file_id"], _input(meta["id"]))
+        except FileNotFoundError:  # the file was deleted meanwhile
+            raise not_found("file", meta["input_file_id"], "input_file_id") from None
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
+                                        "completed": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0})
+                pipe.expire(key, self.ttl_s)
+                pipe.zadd(self._index(tenant), {meta["id"]: now})
+                pipe.expire(self._index(tenant), self.ttl_s)
+                pipe.sadd(self._active, json.dumps([tenant, meta["id"]]))
+                await pipe.execute()
+        except BaseException:
+            await self.bodies.remove(tenant, _input(meta["id"]))
+            raise
 
     async def input(self, tenant: str, batch_id: str) -> bytes:
+        try:
+            return await self.bodies.read(tenant, _input(batch_id))
+        except FileNotFoundError:
+            pass
+        # a batch created before bodies moved to disk kept its input in Redis
         content = await self.redis.get(self._key(tenant, batch_id) + ":input")
         if content is None:
             raise not_found("batch input", batch_id)
         return content
+
+    async def ended(self, tenant: str, batch_id: str) -> None:
+        """A final batch no longer needs its input or its per-line results (the files hold them)."""
+        await self.redis.delete(self._results(tenant, batch_id), self._key(tenant, batch_id) + ":input")
+        await self.bodies.remove(tenant, _input(batch_id))
 
     async def fields(self, tenant: str, batch_id: str) -> dict[str, str]:
         raw = await self.redis.hgetall(self._key(tenant, batch_id))
@@ -140,6 +159,10 @@ class BatchStore:
         page = found[:limit]
         return {"object": "list", "data": page, "has_more": len(found) > limit,
                 "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None}
+
+
+def _input(batch_id: str) -> str:
+    return f"{batch_id}.input"
 
 
 def batch_object(fields: dict[str, str]) -> dict:

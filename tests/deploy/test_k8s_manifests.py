@@ -1,7 +1,8 @@
 """deploy/k8s: every manifest parses, has the fields Kubernetes requires, and fits together:
 selectors match pods, Services reach named ports, probes hit /health, the ConfigMap's gateway
 config passes the gateway's own validation and points each tier at a Service in these
-manifests (or at the external vLLM endpoint), Redis persists (appendonly + PVC)."""
+manifests (or at the external vLLM endpoint), Redis persists (appendonly + PVC) and refuses writes
+when full rather than evicting, and file bodies live on a volume every gateway replica shares."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +16,7 @@ from gateway.quality.config import QualityConfig
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"
 API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1",
-                "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2"}
+                "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2", "PersistentVolumeClaim": "v1"}
 NAMESPACE = "tiergate"
 EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
 
@@ -162,3 +163,26 @@ def test_redis_persists_with_appendonly_on_a_volume_claim():
     assert any(m["name"] == claim["metadata"]["name"] and m["mountPath"] == data_dir
                for m in container["volumeMounts"])
     assert _one("Service", redis["spec"]["serviceName"])["spec"]["clusterIP"] == "None"
+
+
+def _bytes(size: str) -> int:
+    units = {"mb": 1 << 20, "gb": 1 << 30, "Mi": 1 << 20, "Gi": 1 << 30}
+    unit = next(u for u in units if size.endswith(u))
+    return int(size[:-len(unit)]) * units[unit]
+
+
+def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting():
+    (container,) = _containers(_one("StatefulSet", "tiergate-redis"))
+    args = container["args"]
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
+    assert _bytes(args[args.index("--maxmemory") + 1]) < _bytes(container["resources"]["limits"]["memory"])
+
+
+def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
+    config = parse_config(_gateway_config(), "deploy/k8s/configmap.yaml")
+    gateway = _one("Deployment", "tiergate-gateway")
+    (container,) = _containers(gateway)
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == config.batches.files_dir)
+    volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    claim = _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and not mount.get("readOnly")

@@ -14,7 +14,9 @@ FINAL = ("completed", "failed", "expired", "cancelled")
 
 
 def batch_config(url: str, prefix: str, usage_dir, **batches) -> dict:
+    """File bodies go to a `files` folder beside `usage_dir` (the test's own tmp folder)."""
     tenants = {name: {"keys": [{"id": "k", "sha256": hash_key(key)}]} for name, key in KEYS.items()}
+    batches.setdefault("files_dir", str(usage_dir.parent / "files"))
     return base_config([tier("small", 1, [url]), tier("large", 2, [url])], prefix, tenants=tenants,
                        policy={"usage_log": {"dir": str(usage_dir)}}, batches=batches)
 
