@@ -68,5 +68,22 @@ class GatewayRequest:
         return self.ctx.request_id
 
     @property
+    def n(self) -> int:
+        """Choices the request asks for (embeddings: one)."""
+        return 1 if self.kind == "embeddings" else self.parsed.params.n
+
+    @property
+    def reach(self) -> tuple[Tier, ...]:
+        """Every tier that may serve it: its own, and those above it that failover escalation or a
+        shape re-ask may climb to (only the tenant's usable tiers, when the decision names them)."""
+        tier, usable = self.route.tier, self.route.decision.usable_tiers
+        same_task = self.config.embedding_tiers if self.kind == "embeddings" else self.config.tiers
+        above = [t for t in same_task if t.level > tier.level and (not usable or t.name in usable)]
+        return (tier, *above)
+
+    @property
     def max_tokens_reserved(self) -> int:
-        return max_tokens_on(self.max_tokens, self.route.decision, self.route.tier)
+        """The most it may generate per choice on any tier it may reach: what admission reserves."""
+        if self.kind == "embeddings":
+            return 0
+        return max(max_tokens_on(self.max_tokens, self.route.decision, t) for t in self.reach)

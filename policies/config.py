@@ -54,6 +54,10 @@ class Budgets:
     monthly_soft: int | None = None
     monthly_hard: int | None = None
 
+    @property
+    def hard(self) -> bool:
+        return self.daily_hard is not None or self.monthly_hard is not None
+
 
 @dataclass(frozen=True)
 class TenantPolicy:
