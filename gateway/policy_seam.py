@@ -30,7 +30,7 @@ class PolicyService(Protocol):
     def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
-                    n: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
+                    n: int = 1, answers: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int) -> None: ...
@@ -61,7 +61,7 @@ class OpenPolicy:
             self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
         return decide_route(self._NO_RULES, request, self._ordered)
 
-    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, tiers=(),
+    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, tiers=(),
                     client_request_id=None):
         return None
 

@@ -18,6 +18,7 @@ from wire.requests import ChatRequest, CompletionRequest, parse_chat, parse_comp
 from .config import Config, Tier
 from .context import RequestContext
 from .routing import Route
+from .shape_check import structured_schema
 
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
@@ -80,6 +81,14 @@ class GatewayRequest:
         same_task = self.config.embedding_tiers if self.kind == "embeddings" else self.config.tiers
         above = [t for t in same_task if t.level > tier.level and (not usable or t.name in usable)]
         return (tier, *above)
+
+    @property
+    def answers_billed(self) -> int:
+        """At most how many answers it may be billed: two when a shape re-ask may replace a whole
+        structured answer (the dropped one is billed too), else one."""
+        reaskable = (not self.stream and self.route.decision.structured_escalation and len(self.reach) > 1
+                     and structured_schema(self.body) is not None)
+        return 2 if reaskable else 1
 
     @property
     def max_tokens_reserved(self) -> int:

@@ -142,16 +142,19 @@ class PolicyService:
 
     # -- admission --------------------------------------------------------------------------------
     async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
-                    n: int = 1, tiers: Sequence[str] = (), client_request_id: str | None = None) -> Admission:
-        """Check and reserve the request's worst case: prompt + n x max_tokens tokens for the
-        token buckets and, priced at the dearest of `tiers` (every priced tier when empty), for
-        the hard budgets. `request_id` must be the server's own: it names the reservation."""
+                    n: int = 1, answers: int = 1, tiers: Sequence[str] = (),
+                    client_request_id: str | None = None) -> Admission:
+        """Check and reserve the request's worst case: `answers` x (prompt + n x max_tokens) tokens
+        for the token buckets and, priced at the dearest of `tiers` (every priced tier when empty),
+        for the hard budgets (`answers`: 2 when a shape re-ask may bill a dropped answer too).
+        `request_id` must be the server's own: it names the reservation."""
         day, month = self._day_month()
         self._member_seq += 1
         member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
         prompt, completion = max(0, int(estimated_prompt_tokens)), max(0, int(n)) * max(0, int(max_tokens))
-        charge = prompt + completion
-        reservation = Reservation(request_id, self._worst_cost(tiers, prompt, completion),
+        answers = max(1, int(answers))
+        charge = answers * (prompt + completion)
+        reservation = Reservation(request_id, answers * self._worst_cost(tiers, prompt, completion),
                                   int(self.access.reservation_ttl_s * 1000))
         admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id)
         try:
