@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from policies.config import RateLimits
 from policies.store import ADMITTED, OVER_BUDGET, RATE_LIMITED, AdmitResult
@@ -33,7 +34,7 @@ class _Bucket:
 
 @dataclass
 class LocalLimits:
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     _buckets: dict[tuple[str, str, str], _Bucket] = field(default_factory=dict)
     _held: dict[str, dict[str, int]] = field(default_factory=dict)  # tenant -> reservation id -> micro-USD
 

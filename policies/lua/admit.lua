@@ -12,22 +12,24 @@ local WINDOW_MS = 60000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- reservations of gateways that never settled them (crashed) stop counting at their expiry
-local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
-for _, id in ipairs(expired) do
-  local amount = redis.call('HGET', KEYS[8], id)
-  if amount then
-    redis.call('HDEL', KEYS[8], id)
-    redis.call('HINCRBY', KEYS[8], '#total', -tonumber(amount))
-  end
-end
-if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now) end
-
 local day = tonumber(redis.call('GET', KEYS[5]) or '0')
 local month = tonumber(redis.call('GET', KEYS[6]) or '0')
-local reserved = tonumber(redis.call('HGET', KEYS[8], '#total') or '0')
 local cost = tonumber(ARGV[10])
 local daily_hard, monthly_hard = tonumber(ARGV[7]), tonumber(ARGV[8])
+local reserved = 0
+if daily_hard >= 0 or monthly_hard >= 0 then
+  -- reservations of gateways that never settled them (crashed) stop counting at their expiry
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
+  for _, id in ipairs(expired) do
+    local amount = redis.call('HGET', KEYS[8], id)
+    if amount then
+      redis.call('HDEL', KEYS[8], id)
+      redis.call('HINCRBY', KEYS[8], '#total', -tonumber(amount))
+    end
+  end
+  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now) end
+  reserved = tonumber(redis.call('HGET', KEYS[8], '#total') or '0')
+end
 local function crosses(spent, hard)
   return hard >= 0 and (spent >= hard or spent + reserved + cost > hard)
 end
