@@ -171,7 +171,8 @@ class PolicyService:
             metrics.REDIS_UNAVAILABLE.labels("admit", "local_limits").inc()
             if result.status != ADMITTED:
                 raise self._refusal(tenant, result) from None
-            return replace(admission, limited=False)
+            # nothing was charged in Redis: a settle that reaches it charges the real usage in full
+            return replace(admission, limited=False, charged_tokens=0)
         self._remember(tenant.name, day, month, result.day_spend_micro, result.month_spend_micro)
         if result.status != ADMITTED:
             raise self._refusal(tenant, result)
