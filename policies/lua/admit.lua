@@ -91,9 +91,10 @@ for i = 1, 2 do
 end
 if ARGV[9] ~= '' and cost > 0 then
   local ttl = tonumber(ARGV[11])
+  local before = tonumber(redis.call('HGET', KEYS[8], ARGV[9]) or '0')  -- a batch line run again: one hold
   redis.call('ZADD', KEYS[7], now + ttl, ARGV[9])
   redis.call('HSET', KEYS[8], ARGV[9], cost)
-  redis.call('HINCRBY', KEYS[8], '#total', cost)
+  redis.call('HINCRBY', KEYS[8], '#total', cost - before)
   redis.call('PEXPIRE', KEYS[7], ttl)
   redis.call('PEXPIRE', KEYS[8], ttl)
 end

@@ -117,3 +117,13 @@ async def test_settling_nothing_served_releases_the_reservation(make_service):
         await service.admit(tenant, "req-3", 1, 1, tiers=["small"])
     assert err.value.code == "budget_exceeded"
     assert (await service.usage(tenant, days=1))["days"][0]["tiers"]["small"]["requests"] == 1
+
+
+async def test_an_id_admitted_twice_holds_one_reservation(make_service):
+    """A batch line run again after its gateway crashed is admitted under the same id: one hold."""
+    service = make_service({"t": {"keys": ["kt"], "budgets": {"daily_usd": {"hard": 0.0001}}}})
+    tenant = service.authenticate("Bearer kt")
+    await service.admit(tenant, "batch_x-0", 100, 200, tiers=["small"])            # 50 micro-USD
+    again = await service.admit(tenant, "batch_x-0", 100, 200, tiers=["small"])    # held once, not twice
+    await service.settle(again, "batch_x-0", "small", 0, 0)
+    await service.admit(tenant, "req-full", 100, 450, tiers=["small"])             # all 100 free again
