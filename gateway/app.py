@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from webwire.errors import REQUEST_ID, error_middleware
+from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
 
 from wire.errors import OpenAIError
 
@@ -26,9 +26,11 @@ BODY_LIMIT_CEILING = 64 << 20  # aiohttp's own cap; the configured (reloadable) 
 async def tiergate_headers(request: web.Request, handler):
     """x-request-id and x-tiergate-* on every answer, and the per-request metric read from the
     answer: its headers say where it was served, and a served answer names its tenant."""
-    ctx = RequestContext.begin(request.headers.get("x-request-id"))
+    ctx = RequestContext.begin(request.headers)
     request[CTX] = ctx
     request[REQUEST_ID] = ctx.request_id  # what a 500's body names
+    if ctx.client_request_id:
+        request[CLIENT_ID] = ctx.client_request_id  # and its log line, next to ours
     response = await handler(request)
     headers = response.headers
     if not response.prepared:  # answers that reached no worker; streams sent theirs at the start

@@ -86,7 +86,8 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
         if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left
-        log.exception("settle failed for request %s", request.id)
+        log.exception("settle failed for request %s (client request id %s)", request.id,
+                      request.ctx.client_request_id or "none")
 
 
 def _uncharged(admission):

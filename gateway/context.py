@@ -10,34 +10,41 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from webwire.errors import request_id_from
+from webwire.errors import bounded_client_id, new_request_id
 from webwire.tracing import current_span
 
 if TYPE_CHECKING:  # state.py imports the batch runner, which serves lines through handlers
     from .state import GatewayState
 
 TIER, MODEL, BACKEND, OVERHEAD = "x-tiergate-tier", "x-tiergate-model", "x-tiergate-backend", "x-tiergate-overhead-ms"
+CLIENT_REQUEST_ID = "x-client-request-id"
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    request_id: str
+    request_id: str  # the gateway's own: the billing and idempotency id, never a client's
     start: float = field(default_factory=time.perf_counter)
     span: object = field(default_factory=current_span)  # the server span when tracing is on, else None
+    client_request_id: str | None = None  # the client's id, only echoed and logged
 
     @classmethod
-    def begin(cls, client_request_id: str | None) -> "RequestContext":
-        return cls(request_id_from(client_request_id))
+    def begin(cls, headers) -> "RequestContext":
+        """A new server id; the client's own id (x-client-request-id, else x-request-id) if bounded."""
+        given = headers.get(CLIENT_REQUEST_ID) or headers.get("x-request-id")
+        return cls(new_request_id(), client_request_id=bounded_client_id(given))
 
     def headers(self, tier=None, backend: str = "none", upstream_s: float = 0.0) -> dict[str, str]:
         """The answer's headers: the tier that served it (or was chosen), its worker, and the time
         the gateway itself took (all of it, less the time spent waiting on workers)."""
         overhead_ms = max(0.0, (time.perf_counter() - self.start - upstream_s) * 1000.0)
-        return {"x-request-id": self.request_id,
-                TIER: tier.name if tier is not None else "none",
-                MODEL: tier.model if tier is not None else "none",
-                BACKEND: backend,
-                OVERHEAD: f"{overhead_ms:.3f}"}
+        headers = {"x-request-id": self.request_id,
+                   TIER: tier.name if tier is not None else "none",
+                   MODEL: tier.model if tier is not None else "none",
+                   BACKEND: backend,
+                   OVERHEAD: f"{overhead_ms:.3f}"}
+        if self.client_request_id:
+            headers[CLIENT_REQUEST_ID] = self.client_request_id
+        return headers
 
 
 STATE: web.AppKey[GatewayState] = web.AppKey("tiergate_state")

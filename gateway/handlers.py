@@ -85,7 +85,10 @@ async def serve(state: GatewayState, config: Config, ctx: RequestContext, tenant
         try:
             with span("admit"):
                 admission = await policy.admit(tenant, request.id, request.route.estimated_prompt_tokens,
-                                               request.max_tokens_reserved)
+                                               request.max_tokens_reserved, n=request.n,
+                                               answers=request.answers_billed,
+                                               tiers=[t.name for t in request.reach],
+                                               client_request_id=ctx.client_request_id)
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
             raise

@@ -29,7 +29,8 @@ class PolicyService(Protocol):
 
     def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
-    async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int) -> Any: ...
+    async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
+                    n: int = 1, answers: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int) -> None: ...
@@ -60,11 +61,19 @@ class OpenPolicy:
             self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
         return decide_route(self._NO_RULES, request, self._ordered)
 
-    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
+    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, tiers=(),
+                    client_request_id=None):
         return None
 
     async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens) -> None:
         return None
+
+
+def reservation_ttl_s(config: Config) -> float:
+    """How long an admission's reservation outlives a gateway that crashed before settling it:
+    every upstream attempt waiting its connect and read timeouts in full, plus a minute."""
+    attempts, timeouts = config.failover.max_attempts, config.timeouts
+    return attempts * (timeouts.connect_s + timeouts.read_s) + 60.0
 
 
 def build_policy_service(config: Config, redis) -> PolicyService:
@@ -74,7 +83,7 @@ def build_policy_service(config: Config, redis) -> PolicyService:
         publish_policy(config)
         return OpenPolicy()
     access = RedisAccess(key_prefix=config.redis.key_prefix, timeout_s=config.redis.socket_timeout_s,
-                         retry_after_s=config.redis.retry_after_s)
+                         retry_after_s=config.redis.retry_after_s, reservation_ttl_s=reservation_ttl_s(config))
     service = build_service(config.policies, redis, config.tiers, access=access,
                             embedding_tiers=config.embedding_tiers)
     publish_policy(config)  # budgets as gauges, known cost series at 0

@@ -18,6 +18,7 @@ from wire.requests import ChatRequest, CompletionRequest, parse_chat, parse_comp
 from .config import Config, Tier
 from .context import RequestContext
 from .routing import Route
+from .shape_check import structured_schema
 
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
 
@@ -68,5 +69,27 @@ class GatewayRequest:
         return self.ctx.request_id
 
     @property
+    def n(self) -> int:
+        """Choices the request asks for (embeddings: one)."""
+        return 1 if self.kind == "embeddings" else self.parsed.params.n
+
+    @property
+    def reach(self) -> tuple[Tier, ...]:
+        """Every tier that may serve it: its own, and the route's escalation path (failover or a
+        shape re-ask climb only along it: the tenant's usable tiers that can serve the request)."""
+        return (self.route.tier, *self.route.escalation_path)
+
+    @property
+    def answers_billed(self) -> int:
+        """At most how many answers it may be billed: two when a shape re-ask may replace a whole
+        structured answer (the dropped one is billed too), else one."""
+        reaskable = (not self.stream and self.route.decision.structured_escalation and len(self.reach) > 1
+                     and structured_schema(self.body) is not None)
+        return 2 if reaskable else 1
+
+    @property
     def max_tokens_reserved(self) -> int:
-        return max_tokens_on(self.max_tokens, self.route.decision, self.route.tier)
+        """The most it may generate per choice on any tier it may reach: what admission reserves."""
+        if self.kind == "embeddings":
+            return 0
+        return max(max_tokens_on(self.max_tokens, self.route.decision, t) for t in self.reach)

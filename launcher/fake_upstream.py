@@ -40,6 +40,7 @@ class FakeUpstream:
         self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
         self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
         self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
+        self.count_choices = False  # usage counts every one of the `n` choices (as OpenAI bills), not one
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -119,7 +120,8 @@ class FakeUpstream:
         text = json.dumps(body.get("messages") or body.get("prompt"))
         prompt_tokens = len(text) // 4 + 1
         n = min(self.chunks, body.get("max_tokens") or self.chunks)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        billed = n * (body.get("n") or 1) if self.count_choices else n
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": billed, "total_tokens": prompt_tokens + billed}
         base = {"id": f"cmpl-{self.name}-{self.served}", "created": int(time.time()), "model": body.get("model")}
         if body.get("stream"):
             return await self._stream(request, body, chat, base, n, usage)

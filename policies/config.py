@@ -67,6 +67,10 @@ class Budgets:
     monthly_soft: int | None = None
     monthly_hard: int | None = None
 
+    @property
+    def hard(self) -> bool:
+        return self.daily_hard is not None or self.monthly_hard is not None
+
 
 @dataclass(frozen=True)
 class TenantPolicy:
@@ -142,9 +146,10 @@ class PoliciesConfig:
                                                  "/v1/usage.", parse=_sha256)
     anonymous_tenant: str | None = setting(None, "The tenant of requests without Authorization; unset: they "
                                                  "get 401.")
-    on_redis_error: str = setting("open", "When Redis is unavailable: open (serve without limits, counted) or "
-                                          "closed (answer 503).", choices=("open", "closed"))
-    idempotency_ttl_s: int = setting(7 * 86400, "How long a settled request id is remembered in Redis.",
+    on_redis_error: str = setting("open", "When Redis is unavailable: open (serve under this replica's own "
+                                          "approximate limits, counted) or closed (answer 503).", choices=("open", "closed"))
+    idempotency_ttl_s: int = setting(7 * 86400, "How long a settled request id (the gateway's own, never a "
+                                                 "client's) is remembered in Redis.",
                                      minimum=60)
     usage_log: UsageLogSettings = setting(UsageLogSettings(), "The append-only usage log, the ledger's source "
                                                               "of truth for rebuild-ledger.")

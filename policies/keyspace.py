@@ -35,6 +35,14 @@ class KeySpace:
     def usage_day(self, tenant: str, day: str) -> str:
         return f"{self._base(tenant)}:usage:{day}"
 
+    def reservations(self, tenant: str) -> str:
+        """Sorted set: live reservation ids of admitted requests, scored by their expiry (ms)."""
+        return f"{self._base(tenant)}:reserved:expiry"
+
+    def reserved_amounts(self, tenant: str) -> str:
+        """Hash: each live reservation's worst-case cost (micro-USD), and their sum under '#total'."""
+        return f"{self._base(tenant)}:reserved:amount"
+
     def settled(self, tenant: str, request_id: str) -> str:
         return f"{self._base(tenant)}:settled:{request_id}"
 

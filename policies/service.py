@@ -6,7 +6,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
@@ -18,7 +18,8 @@ from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
 from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
 from policies.keys import KeyRing
-from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore
+from policies.local_limits import LocalLimits
+from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, limits_of
 from policies.replica import ReplicaState, replica_state
 from policies.usage_log import UsageLog, UsageRecord
 from typedconfig import ConfigError
@@ -31,9 +32,10 @@ T = TypeVar("T")
 class Admission:
     tenant: Tenant
     request_id: str
-    charged_tokens: int
+    charged_tokens: int  # prompt estimate + n x max_tokens, charged to the token buckets
     max_tokens: int
-    limited: bool   # False: admitted without Redis (fail-open), no limits were applied
+    limited: bool   # False: admitted without Redis (fail-open), by this replica's local limits only
+    client_request_id: str | None = None  # the client's own id: logged with the usage, never a key
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class RedisAccess:
     key_prefix: str
     timeout_s: float      # longest wait for one Redis call
     retry_after_s: float  # after a failure, skip Redis this long (no per-request timeout stalls)
+    reservation_ttl_s: float = 600.0  # an unsettled reservation (its gateway crashed) stops counting after this
 
 
 class RedisUnavailable(Exception):
@@ -78,6 +81,7 @@ class PolicyService:
         self.update_tiers(tiers)
         self._snapshots: dict[str, tuple[str, str, UsageSnapshot]] = {}
         self._member_seq = 0
+        self.local = LocalLimits()  # the limits this replica applies alone while Redis is away
 
     # -- identity and routing (synchronous) ---------------------------------------------------
     def authenticate(self, authorization: str | None) -> Tenant:
@@ -144,30 +148,58 @@ class PolicyService:
                 delay = min(delay * 2, 0.02)
 
     # -- admission --------------------------------------------------------------------------------
-    async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int,
-                    max_tokens: int) -> Admission:
+    async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
+                    n: int = 1, answers: int = 1, tiers: Sequence[str] = (),
+                    client_request_id: str | None = None) -> Admission:
+        """Check and reserve the request's worst case: `answers` x (prompt + n x max_tokens) tokens
+        for the token buckets and, priced at the dearest of `tiers` (every priced tier when empty),
+        for the hard budgets (`answers`: 2 when a shape re-ask may bill a dropped answer too).
+        `request_id` must be the server's own: it names the reservation."""
         day, month = self._day_month()
         self._member_seq += 1
         member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
-        charge = max(0, int(estimated_prompt_tokens))
+        prompt, completion = max(0, int(estimated_prompt_tokens)), max(0, int(n)) * max(0, int(max_tokens))
+        answers = max(1, int(answers))
+        charge = answers * (prompt + completion)
+        reservation = Reservation(request_id, answers * self._worst_cost(tiers, prompt, completion),
+                                  int(self.access.reservation_ttl_s * 1000))
+        admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id)
         try:
-            result = await self._redis("admit", lambda: self.store.admit(tenant, member, charge, day, month))
+            result = await self._redis("admit", lambda: self.store.admit(tenant, member, charge, day, month,
+                                                                         reservation))
         except RedisUnavailable as unavailable:
             if self.config.on_redis_error == "closed" or isinstance(unavailable, RedisFull):
                 metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
                 raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
                                   code="service_unavailable", headers={"Retry-After": "1"}) from None
-            metrics.REDIS_UNAVAILABLE.labels("admit", "served_without_limits").inc()
-            return Admission(tenant, request_id, charge, max_tokens, limited=False)
+            snap = self.snapshot(tenant.name)
+            result = self.local.admit(tenant, limits_of(tenant), request_id, charge, reservation.cost_micro,
+                                      (snap.day_spend_micro, snap.month_spend_micro))
+            metrics.REDIS_UNAVAILABLE.labels("admit", "local_limits").inc()
+            if result.status != ADMITTED:
+                raise self._refusal(tenant, result) from None
+            # nothing was charged in Redis: a settle that reaches it charges the real usage in full
+            return replace(admission, limited=False, charged_tokens=0)
         self._remember(tenant.name, day, month, result.day_spend_micro, result.month_spend_micro)
         if result.status != ADMITTED:
             raise self._refusal(tenant, result)
-        return Admission(tenant, request_id, charge, max_tokens, limited=True)
+        return admission
+
+    def _worst_cost(self, tiers: Sequence[str], prompt: int, completion: int) -> int:
+        if not prompt and not completion:
+            return 0
+        prices = [self._prices[t] for t in tiers if t in self._prices] or list(self._prices.values())
+        return max((request_cost_micro(p, prompt, completion) for p in prices), default=0)
 
     def _refusal(self, tenant: Tenant, result: AdmitResult) -> OpenAIError:
         if result.status == OVER_BUDGET:
             metrics.REJECTIONS.labels(tenant.name, "budget_exceeded").inc()
-            return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} is spent",
+            if result.retry_after_ms:  # settled spend is under the budget; requests in flight hold the rest
+                return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} would be crossed: "
+                                        "requests in flight hold the rest of it", code="budget_exceeded",
+                                   headers={"Retry-After": str(max(1, math.ceil(result.retry_after_ms / 1000)))})
+            return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} is spent or too small "
+                                    "for this request's worst case (prompt + n x max_tokens)",
                                code="budget_exceeded",
                                headers={"Retry-After": str(_seconds_until(self.clock(), result.what))})
         metrics.REJECTIONS.labels(tenant.name, "rate_limit_exceeded").inc()
@@ -179,37 +211,47 @@ class PolicyService:
     # -- settlement -------------------------------------------------------------------------------
     async def settle(self, admission: Admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int) -> None:
-        """Book the real usage once per request id; never raises for Redis trouble (the log has it)."""
+        """Book the real usage once per request id and release the admission's reservation; never
+        raises for Redis trouble (the log has it). 0 tokens (nothing served) books nothing."""
         tenant = admission.tenant
+        self.local.release(tenant.name, admission.request_id)
         if not self.replica.first_settle(tenant.name, request_id):
             metrics.DUPLICATE_SETTLES.inc()
             return
-        if prompt_tokens <= 0 and completion_tokens <= 0:
-            return  # nothing was served (every upstream failed): nothing to bill or log
+        served = prompt_tokens > 0 or completion_tokens > 0
+        if not served and (not admission.limited or not admission.charged_tokens):
+            return  # nothing was served and nothing held in Redis: nothing to bill, log or release
         price = self._prices.get(tier_name)
-        if price is None:
+        if price is None and served:
             raise ValueError(f"settle: unknown tier {tier_name!r}")
         day, month = self._day_month()
         record = UsageRecord(
             ts=round(time.time(), 3), request_id=request_id, tenant=tenant.name, key_id=tenant.key_id,
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
-            cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)),
-            day=day, month=month, ledger="redis")
+            cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)) if served else 0,
+            day=day, month=month, ledger="redis", client_request_id=admission.client_request_id)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
             counted, day_spend, month_spend = await self._redis(
-                "settle", lambda: self.store.settle(tenant, record, admission.charged_tokens, token))
+                "settle", lambda: self.store.settle(tenant, record, admission.charged_tokens, token,
+                                                    admission.request_id))
         except RedisUnavailable:
+            if not served:
+                return  # the reservation expires by itself
             # The request was served: its spend is real. The log keeps it; rebuild-ledger books it.
             metrics.REDIS_UNAVAILABLE.labels("settle", "ledger_unconfirmed").inc()
             self.usage_log.append(UsageRecord(**{**record.__dict__, "ledger": "unconfirmed"}))
             self.replica.queue_pending(tenant, record, token)
+            snap = self.snapshot(tenant.name)  # local budgets see this spend until Redis is back
+            self._remember(tenant.name, day, month, snap.day_spend_micro + record.cost_micro,
+                           snap.month_spend_micro + record.cost_micro)
             return
         self._remember(tenant.name, day, month, day_spend, month_spend)
         if not counted:
             metrics.DUPLICATE_SETTLES.inc()
             return
-        self.usage_log.append(record)
+        if served:
+            self.usage_log.append(record)
         if self.replica.pending:
             await self.replay_pending()
 
@@ -222,7 +264,7 @@ class PolicyService:
             tenant, record, token = item = pending.popleft()  # popped first: concurrent replays share the queue
             try:  # same token: if the original attempt did reach Redis, this is a no-op
                 await self._redis("replay", lambda: self.store.settle(
-                    tenant, record, record.prompt_tokens + record.completion_tokens, token))
+                    tenant, record, record.prompt_tokens + record.completion_tokens, token, record.request_id))
             except RedisUnavailable:
                 pending.appendleft(item)
                 break

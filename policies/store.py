@@ -24,11 +24,19 @@ class AdmitResult:
     what: str   # which limit refused: tenant_requests_per_minute, daily, ...
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """What admission holds against the hard budgets until settlement (or expiry) releases it."""
+    id: str          # the server's request id
+    cost_micro: int  # the request's worst case: prompt + n x max_tokens at its dearest reachable tier
+    ttl_ms: int      # a gateway that crashed before settling stops holding it after this
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _limits(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
+def limits_of(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
     key_limits = next((k.rate_limits for k in tenant.keys if k.id == tenant.key_id), RateLimits())
     return tenant.policy.rate_limits, key_limits
 
@@ -41,33 +49,41 @@ class PolicyStore:
         self._admit = redis.register_script((_LUA / "admit.lua").read_text())
         self._settle = redis.register_script((_LUA / "settle.lua").read_text())
 
-    async def admit(self, tenant: Tenant, member: str, charge_tokens: int, day: str, month: str) -> AdmitResult:
+    async def admit(self, tenant: Tenant, member: str, charge_tokens: int, day: str, month: str,
+                    reservation: Reservation | None = None) -> AdmitResult:
+        """Check and charge the limits; with a `reservation`, also hold its cost against the hard budgets."""
         k, name = self.keys, tenant.name
-        own, per_key = _limits(tenant)
+        own, per_key = limits_of(tenant)
         budgets = tenant.policy.budgets
         key_id = tenant.key_id or "-"
+        held = reservation if reservation is not None and budgets.hard else None
         reply = await self._admit(
             keys=[k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
-                  k.token_bucket(name, key_id), k.spend_day(name, day), k.spend_month(name, month)],
+                  k.token_bucket(name, key_id), k.spend_day(name, day), k.spend_month(name, month),
+                  k.reservations(name), k.reserved_amounts(name)],
             args=[member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
                   per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
                   -1 if budgets.daily_hard is None else budgets.daily_hard,
-                  -1 if budgets.monthly_hard is None else budgets.monthly_hard])
+                  -1 if budgets.monthly_hard is None else budgets.monthly_hard,
+                  held.id if held else "", reservation.cost_micro if reservation else 0,
+                  held.ttl_ms if held else 0])
         return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]))
 
     async def settle(self, tenant: Tenant, record: UsageRecord, charged_tokens: int,
-                     token: str) -> tuple[bool, int, int]:
-        """Count `record` once; returns (counted by the call carrying `token`, day spend, month spend)."""
+                     token: str, reservation_id: str = "") -> tuple[bool, int, int]:
+        """Count `record` once and release the admission's reservation; returns (counted by the
+        call carrying `token`, day spend, month spend). A record of 0 tokens books nothing."""
         k, name = self.keys, tenant.name
-        own, per_key = _limits(tenant)
+        own, per_key = limits_of(tenant)
         correction = record.prompt_tokens + record.completion_tokens - charged_tokens
         reply = await self._settle(
             keys=[k.settled(name, record.request_id), k.spend_day(name, record.day),
                   k.spend_month(name, record.month), k.usage_day(name, record.day),
-                  k.token_bucket(name), k.token_bucket(name, tenant.key_id or "-")],
+                  k.token_bucket(name), k.token_bucket(name, tenant.key_id or "-"),
+                  k.reservations(name), k.reserved_amounts(name)],
             args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
                   record.completion_tokens, correction, own.tokens_per_minute or 0,
-                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token])
+                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id])
         return int(reply[0]) == 1 or _text(reply[3]) == token, int(reply[1]), int(reply[2])
 
     async def spend(self, tenant: str, day: str, month: str) -> tuple[int, int]:

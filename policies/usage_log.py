@@ -33,6 +33,7 @@ class UsageRecord:
     day: str     # UTC day and month the ledger booked it under (rebuild uses these, not ts)
     month: str
     ledger: str  # "redis" (counted in Redis), "unconfirmed" (Redis failed: rebuild needed)
+    client_request_id: str | None = None  # the client's own id (bounded), for its support tickets
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)

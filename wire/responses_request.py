@@ -17,6 +17,7 @@ FIELDS = {"model", "input", "instructions", "tools", "tool_choice", "text", "max
           "top_p", "stream", "store", "previous_response_id", "metadata", "user", "parallel_tool_calls"}
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 TEXT_PARTS = {"input_text", "output_text", "text"}
+MAX_RESPONSE_ID = 128  # ids we give are resp_ + 32 hex; a longer one is not ours, nor a Redis key to look up
 
 
 @dataclass
@@ -162,6 +163,7 @@ def responses_to_chat(body: dict, history: list[dict] | None = None) -> Response
     if not isinstance(store, bool):
         raise bad_request("'store' must be a boolean", param="store")
     previous = body.get("previous_response_id")
-    if previous is not None and (not isinstance(previous, str) or not previous):
-        raise bad_request("'previous_response_id' must be a non-empty string", param="previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not 0 < len(previous) <= MAX_RESPONSE_ID):
+        raise bad_request(f"'previous_response_id' must be a string of 1 to {MAX_RESPONSE_ID} characters "
+                          "(a response id this gateway gave)", param="previous_response_id")
     return ResponsesTranslation(chat, conversation, store, previous)

@@ -41,7 +41,7 @@ class RecordingPolicy:
         cap = Step(StepKind.LIMITS, {"max_tokens_cap": self.cap, "priority": "batch"})
         return replace(base, steps=base.steps + (cap,), max_tokens_cap=self.cap, priority="batch")
 
-    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
+    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, **kwargs):
         if self.admitted >= self.max_requests:
             raise OpenAIError(429, "rate limit reached", code="rate_limit_exceeded", headers={"Retry-After": "7"})
         self.admitted += 1

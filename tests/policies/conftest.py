@@ -31,8 +31,9 @@ def make_service(shared_redis, tmp_path):
     def make(tenants: dict, redis=None, **policy) -> PolicyService:
         # Tests about exactness must not fail open because a loaded machine answered late.
         timeout_s = policy.pop("redis_timeout_s", 5)  # the gateway's redis.socket_timeout_s, via RedisAccess
+        ttl_s = policy.pop("reservation_ttl_s", 600.0)  # the gateway's, from its upstream timeouts
         config = policies_config(tenants, str(tmp_path / "logs"), **policy)
-        access = RedisAccess(key_prefix=prefix, timeout_s=timeout_s, retry_after_s=0.5)
+        access = RedisAccess(key_prefix=prefix, timeout_s=timeout_s, retry_after_s=0.5, reservation_ttl_s=ttl_s)
         service = PolicyService(config, redis or client, TIERS, access=access,
                                 replica=ReplicaState(UsageLog(config.usage_log, f"usage-test-{len(made)}.jsonl")))
         made.append(service)

@@ -81,7 +81,8 @@ async def test_soft_budget_downgrades_then_hard_budget_blocks_with_429(make_serv
 async def test_monthly_hard_budget_blocks_too(make_service):
     service = make_service({"acme": {"keys": ["k"], "budgets": {"monthly_usd": {"hard": 0.000002}}}})
     tenant = service.authenticate("Bearer k")
-    await service.settle(await service.admit(tenant, "r1", 1, 1), "r1", "small", 10, 5)  # 2 micro-USD
+    # its worst case on small is 1 micro-USD; settled it costs 2
+    await service.settle(await service.admit(tenant, "r1", 1, 1, tiers=["small"]), "r1", "small", 10, 5)
     with pytest.raises(OpenAIError) as err:
         await service.admit(tenant, "r2", 1, 1)
     assert err.value.code == "budget_exceeded" and "monthly" in err.value.message

@@ -36,7 +36,8 @@ def test_the_service_uses_the_redis_section_knobs(shared_redis, tmp_path):
     client, _ = shared_redis
     doc = {**_doc(tmp_path), "redis": {"key_prefix": "pfx:", "socket_timeout_s": 0.7, "retry_after_s": 1.5}}
     service = build_policy_service(parse_config(doc, "gw.yaml"), client)
-    assert service.access == RedisAccess(key_prefix="pfx:", timeout_s=0.7, retry_after_s=1.5)
+    assert service.access == RedisAccess(key_prefix="pfx:", timeout_s=0.7, retry_after_s=1.5,
+                                         reservation_ttl_s=3 * (2.0 + 120.0) + 60)  # attempts x timeouts + 1 min
     assert service.store.keys.prefix == "pfx:"
 
 

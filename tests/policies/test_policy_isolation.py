@@ -50,16 +50,16 @@ async def test_per_key_limit_applies_on_top_of_the_tenant_limit(make_service):
     assert await _admitted(service, k1, 10, "b") == 4     # the tenant's 6 minus k0's 2
 
 
-async def test_tokens_per_minute_charges_the_prompt_then_settles_real_usage(make_service):
+async def test_tokens_per_minute_charges_the_worst_case_then_settles_real_usage(make_service):
     service = make_service({"t": {"keys": ["kt"], "rate_limits": {"tokens_per_minute": 1000}}})
     tenant = service.authenticate("Bearer kt")
-    first = await service.admit(tenant, "r1", 600, 100)
+    first = await service.admit(tenant, "r1", 500, 100)         # prompt + max_tokens: 600 charged
     with pytest.raises(OpenAIError) as err:
-        await service.admit(tenant, "r2", 600, 100)            # 400 left < 600
+        await service.admit(tenant, "r2", 300, 100, n=2)       # 300 + 2 x 100 = 500 > 400 left
     assert err.value.code == "rate_limit_exceeded" and "tokens_per_minute" in err.value.message
     await service.settle(first, "r1", "small", 50, 50)          # real usage 100: 500 tokens come back
-    await service.admit(tenant, "r3", 600, 100)
-    second = await service.admit(tenant, "r4", 250, 100)
+    await service.admit(tenant, "r3", 300, 100, n=2)
+    second = await service.admit(tenant, "r4", 100, 100, n=2)   # 300 charged, about 100 left
     await service.settle(second, "r4", "small", 250, 2000)      # a long answer puts the bucket in debt
     with pytest.raises(OpenAIError) as err:
         await service.admit(tenant, "r5", 10, 10)

@@ -36,7 +36,7 @@ async def test_sigkill_and_restart_during_load(own_redis, make_service):
     fail_closed = make_service(tenants, redis=client, on_redis_error="closed", redis_timeout_s=0.5)
     outcomes = {"open_admitted": 0, "open_unlimited": 0, "closed_admitted": 0, "closed_503": 0, "other": []}
     done = asyncio.Event()  # load runs until limits have been enforced again after the restart
-    metric = ("tiergate_policy_redis_unavailable_total", {"operation": "admit", "action": "served_without_limits"})
+    metric = ("tiergate_policy_redis_unavailable_total", {"operation": "admit", "action": "local_limits"})
     counted_before = REGISTRY.get_sample_value(*metric) or 0.0
 
     async def load(service, tenant_name: str, kind: str, worker: int) -> None:

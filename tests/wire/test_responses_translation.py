@@ -49,6 +49,7 @@ def test_items_tools_and_format():
     ({"model": "m", "input": "x", "text": {"format": {"type": "grammar"}}}, "text.format"),
     ({"model": "m", "input": ""}, "input"),
     ({"input": "x"}, "model"),
+    ({"model": "m", "input": "x", "previous_response_id": "resp_" + "a" * 200}, "previous_response_id"),
 ])
 def test_unsupported_things_are_named(body, param):
     with pytest.raises(OpenAIError) as err:

@@ -108,7 +108,7 @@ async def test_quality_endpoint_needs_the_admin_key_with_policies(fakes, gateway
         def decide(self, *args):
             return self._open.decide(*args)
 
-        async def admit(self, *args):
+        async def admit(self, *args, **kwargs):
             return None
 
         async def settle(self, *args):
