@@ -32,7 +32,7 @@ class PolicyService(Protocol):
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
-                     prompt_tokens: int, completion_tokens: int) -> None: ...
+                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ class OpenPolicy:
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens):
         return None
 
-    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens) -> None:
+    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,
+                     usage_source="worker") -> None:
         return None
 
 

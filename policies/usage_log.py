@@ -33,6 +33,9 @@ class UsageRecord:
     day: str     # UTC day and month the ledger booked it under (rebuild uses these, not ts)
     month: str
     ledger: str  # "redis" (counted in Redis), "unconfirmed" (Redis failed: rebuild needed)
+    # where the token counts came from: "worker" (the upstream's own count), "tokenizer" (the
+    # gateway counted with the tier's tokenizer) or "estimate" (the gateway's estimate)
+    usage_source: str = "worker"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
