@@ -2,7 +2,8 @@
 
 The gateway calls, per request: authenticate -> decide -> admit -> (relay) -> settle.
 settle runs exactly once per admitted client request, after the final attempt, with the
-usage actually served (for a cut stream: the tokens streamed so far).
+usage actually served (for a cut stream or a cancelled answer: what the worker says it
+generated; see worker_usage.py) and where that count came from.
 OpenPolicy is the default when the config has no `tenants:` section.
 """
 from __future__ import annotations

@@ -137,7 +137,7 @@ async def _count_unreported(state: GatewayState, request: GatewayRequest, opened
             relayed, estimated = streamer.relayed_text(), streamer.chunks
         else:
             relayed = _texts(opened.body)
-            estimated = len("".join(relayed)) // 4 + 1
+            estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
         await count_unreported(state, request, opened.tier, opened.backend, usage, relayed, estimated)
     elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
         await count_unreported(state, request, attempts.tier, attempts.backend, usage, [], 0)

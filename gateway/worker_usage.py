@@ -42,6 +42,9 @@ async def count_unreported(state: GatewayState, request: GatewayRequest, tier: T
             await asyncio.shield(task)
         except asyncio.CancelledError:
             continue  # the handler is cancelled again: the bill still needs this count
+        except Exception:  # relay() never raises: a failed count is billed as the estimate
+            log.exception("counting the usage of request %s failed", request.id)
+            _estimate(request, usage, estimated_completion)
 
 
 async def _count(state: GatewayState, request: GatewayRequest, tier: Tier, sent_to: Backend | None, usage: Usage,
@@ -54,6 +57,10 @@ async def _count(state: GatewayState, request: GatewayRequest, tier: Tier, sent_
         usage.prompt_tokens, usage.completion_tokens = counted
         usage.source = "tokenizer"
         return
+    _estimate(request, usage, estimated_completion)
+
+
+def _estimate(request: GatewayRequest, usage: Usage, estimated_completion: int) -> None:
     usage.prompt_tokens, usage.completion_tokens = request.route.estimated_prompt_tokens, estimated_completion
     usage.source = "estimate"
 
