@@ -41,7 +41,7 @@ async def billed(worker, gateway, redis_prefix, tmp_path):
 
 
 async def _worker_count(http: aiohttp.ClientSession, worker: str, request_id: str) -> dict:
-    async with http.post(f"{worker}/v1/internal/requests/{request_id}/abort?wait_s=0") as answer:
+    async with http.post(f"{worker}/v1/internal/requests/{request_id}/abort?wait_s=2") as answer:
         assert answer.status == 200, await answer.text()
         body = await answer.json()
     assert body["finished"] is True
