@@ -20,7 +20,8 @@ class Tally:
     engine calls began() as it takes a sequence and ended() (on the event loop) once it stopped it."""
 
     def __init__(self, task: asyncio.Task | None, clock=time.monotonic):
-        self.task, self.clock = task, clock  # the handler's, cancelled to abort it; None: only awaited so far
+        self.task, self.clock = task, clock  # the handler's, cancelled to abort it; dropped once it ended
+        self.arrived = task is not None  # False: only awaited so far
         self.running = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -39,7 +40,7 @@ class Tally:
         self._settle()
 
     def close(self) -> None:
-        self.closed = True
+        self.closed, self.task = True, None  # a finished task holds its response: not kept for the TTL
         self._settle()
 
     def _settle(self) -> None:
@@ -62,8 +63,8 @@ class UsageBook:
         if not request_id or not CLIENT_REQUEST_ID.match(request_id):
             return Tally(task, self.clock)
         tally = self._entries.get(request_id)
-        if tally is not None and tally.task is None:  # a caller is already waiting for this one
-            tally.task = task
+        if tally is not None and not tally.arrived:  # a caller is already waiting for this one
+            tally.task, tally.arrived = task, True
             if tally.abort_asked:
                 task.cancel()  # it gave up on it before it arrived: stop at the first await
         else:
@@ -81,13 +82,13 @@ class UsageBook:
             tally = Tally(None, self.clock)  # it may be on its way still: its handler adopts this one
             self._remember(request_id, tally)
         tally.abort_asked = True
-        if tally.task is not None and not tally.closed:  # closed: its task may serve the next request already
+        if tally.task is not None:  # still serving it (closed drops the task: it may serve the next request)
             tally.task.cancel()
         try:
             await asyncio.wait_for(tally.done.wait(), min(wait_s, MAX_WAIT_S))
         except asyncio.TimeoutError:
             pass
-        if tally.task is None:  # it never came
+        if not tally.arrived:  # it never came
             if self._entries.get(request_id) is tally:
                 del self._entries[request_id]
             return None

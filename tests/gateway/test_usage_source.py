@@ -67,3 +67,21 @@ async def test_a_reported_usage_is_the_workers(two):
     await _ask(gw, "plain", stream=True)
     [record] = await wait_for(records, timeout_s=5, what="the usage record")
     assert record.usage_source == "worker" and record.completion_tokens == 4
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"messages": HI, "stream": True}),  # the client asks for no usage chunk
+    ("/v1/responses", {"input": "say something", "stream": True}),
+    ("/v1/messages", {"messages": HI, "max_tokens": 16, "stream": True}),
+])
+async def test_every_endpoint_asks_the_upstream_for_usage_and_bills_its_count(two, http, path, body):
+    gw, _, plain, _, records = two
+    async with http.post(gw.url + path, json={**body, "model": "plain"},
+                         headers={"Authorization": f"Bearer {KEY}"}) as answer:
+        assert answer.status == 200, await answer.text()
+        streamed = await answer.read()
+    assert plain.seen[-1]["body"]["stream_options"] == {"include_usage": True}
+    if path == "/v1/chat/completions":
+        assert b'"usage"' not in streamed  # the gateway's usage chunk, dropped: the client did not ask
+    [record] = await wait_for(records, timeout_s=5, what="the usage record")
+    assert (record.usage_source, record.completion_tokens) == ("worker", 4)
