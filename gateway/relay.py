@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -135,10 +136,16 @@ async def _count_unreported(state: GatewayState, request: GatewayRequest, opened
         if streamer is not None:
             opened.response.close()  # a cut stream: the worker stops, then counts
             relayed, estimated = streamer.relayed_text(), streamer.chunks
+            cut = not streamer.completed
         else:
+            with suppress(ValueError, AttributeError):  # the answer a cancelled re-ask left unread
+                _read_usage(json.loads(opened.body), usage)
+            if usage.reported:
+                return
             relayed = _texts(opened.body)
             estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
-        await count_unreported(state, request, opened.tier, opened.backend, usage, relayed, estimated)
+            cut = False  # a whole answer read to its end: an upstream that reports no usage
+        await count_unreported(state, request, opened.tier, opened.backend if cut else None, usage, relayed, estimated)
     elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
         await count_unreported(state, request, attempts.tier, attempts.backend, usage, [], 0)
 

@@ -2,9 +2,10 @@
 usage chunk (the client left, the upstream broke), a whole answer the client cancelled, or a
 foreign upstream that never reports usage.
 
-In that order of trust: the worker's own count (it aborts the request if it still runs and
-says what it generated: `POST /v1/internal/requests/{id}/abort`, backends/serving/usage_book.py),
-else the tier's tokenizer on the prompt and the text relayed, else the gateway's estimate.
+In that order of trust: for a request cut or cancelled, the worker's own count (it aborts the
+request if it still runs and says what it generated: `POST /v1/internal/requests/{id}/abort`,
+backends/serving/usage_book.py); else the tier's tokenizer on the prompt and the text relayed;
+else the gateway's estimate.
 `Usage.source` says which one the usage log records."""
 from __future__ import annotations
 
