@@ -27,6 +27,7 @@ from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
 from .serving.timing import RequestTimer
 from .serving.trace_phases import record_phases
+from .serving.usage_book import MAX_WAIT_S, UsageBook
 from .serving.tool_grammar import output_grammar, output_shape, uses_tools
 from .worker_metrics import WorkerMetrics
 
@@ -60,6 +61,7 @@ class WorkerAPI:
         # the ids both the tokenizer and the model's logits know: the bound on ids a request names
         self.vocab_size = min(len(engine.tokenizer), engine.core.model.config.get_text_config().vocab_size)
         self.metrics = WorkerMetrics(engine, model_name)
+        self.usage_book = UsageBook()  # what recent requests generated, by the gateway's x-request-id
         self.started = int(time.time())
 
     def app(self) -> web.Application:
@@ -69,6 +71,7 @@ class WorkerAPI:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
+        app.router.add_post("/v1/internal/requests/{request_id}/abort", self.abort)
         return app
 
     # -- endpoints ---------------------------------------------------------------------
@@ -87,6 +90,26 @@ class WorkerAPI:
 
     async def metrics_page(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def abort(self, request: web.Request) -> web.Response:
+        """Stop a request if it still runs and say what it generated: the gateway's way to bill
+        a request whose client left before the usage came (a cut stream, a cancelled answer)."""
+        request_id = request.match_info["request_id"]
+        wait = request.query.get("wait_s", "2")
+        try:
+            wait_s = float(wait)
+        except ValueError:
+            wait_s = -1.0
+        if not 0 <= wait_s <= MAX_WAIT_S:
+            raise bad_request(f"'wait_s' must be a number of seconds from 0 to {MAX_WAIT_S:g}", param="wait_s")
+        tally = await self.usage_book.abort(request_id, wait_s)
+        if tally is None:
+            raise OpenAIError(404, f"no request {request_id!r} ran here in the last {self.usage_book.ttl_s:g} s",
+                              param="request_id", code="not_found")
+        prompt, completion = tally.prompt_tokens, tally.completion_tokens
+        return web.json_response({"object": "request.usage", "request_id": request_id, "finished": tally.done.is_set(),
+                                  "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                            "total_tokens": prompt + completion}})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         req = parse_chat(await read_json_object(request))
@@ -139,8 +162,9 @@ class WorkerAPI:
         sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar,
                                    shape, priority)
         opened = []
+        tally = self.usage_book.open(request.headers.get("x-request-id"))
         try:
-            opened = await open_streams(self.engine, prompt_ids, per_choice(sampling, params.n), params.stop)
+            opened = await open_streams(self.engine, prompt_ids, per_choice(sampling, params.n), params.stop, tally)
             choices = [Choice(i, chat, chat and uses_tools(params), self.engine.tokenizer, params.surface.logprobs)
                        for i in range(params.n)]
             respond = self._stream if params.stream else self._whole
@@ -160,8 +184,11 @@ class WorkerAPI:
             if not timer.finished:  # the client went away (or the engine failed) before the end
                 self.metrics.requests.labels(self.model_name, "abort").inc()
             record_phases(timer, opened, request, self.model_name, priority)
-            for _, stream in opened:
-                await stream.aclose()  # aborts the sequence and frees its blocks
+            try:
+                for _, stream in opened:
+                    await stream.aclose()  # aborts the sequence and frees its blocks
+            finally:
+                tally.close()  # the tally ends once the engine stopped every sequence it took
 
     def _envelope(self, response_id: str, chat: bool, streamed: bool) -> dict:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if chat else "text_completion"

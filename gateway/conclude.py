@@ -79,10 +79,11 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
     usage = outcome.usage
     try:
         await policy.settle(admission, request.id, outcome.served.name, usage.prompt_tokens,
-                            usage.completion_tokens)
+                            usage.completion_tokens, usage_source=usage.source)
         for i, dropped in enumerate(outcome.discarded, start=1):  # served too: billed under ids of their own
             await policy.settle(_uncharged(admission), f"{request.id}:reask-{i}", dropped.tier.name,
-                                dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
+                                dropped.usage.prompt_tokens, dropped.usage.completion_tokens,
+                                usage_source=dropped.usage.source)
         if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left

@@ -37,6 +37,13 @@ def _key_env(f: Fields, key: str, inherited: str | None = None) -> str | None:
     return env
 
 
+def _folder(f: Fields, key: str) -> str | None:
+    path = f.string(key, None)
+    if path is not None and not os.path.isdir(path):
+        f.fail(key, f"must be an existing folder holding the tier's tokenizer files, got {path!r}")
+    return path
+
+
 def _capabilities(f: Fields, key: str) -> Capabilities:
     card = f.get(key, None)
     if card is None:
@@ -83,6 +90,11 @@ class Tier:
                         "'cannot'.", parse=_capabilities, shown_as="mapping")
     api_key_env: str | None = setting(None, _KEY_ENV_DOC + " Applies to the tier's workers that set none.",
                                       parse=_key_env)
+    tokenizer: str | None = setting(
+        None, "A local folder with the tier's model tokenizer (Hugging Face files). It counts the tokens of an "
+              "answer that came without usage when the worker cannot say (a foreign upstream); without it "
+              "the gateway estimates and the usage log marks the row `estimate`. Loaded offline, on first use.",
+        parse=_folder)
 
 
 def _no_inline_key(f: Fields) -> None:

@@ -2,7 +2,8 @@
 
 The gateway calls, per request: authenticate -> decide -> admit -> (relay) -> settle.
 settle runs exactly once per admitted client request, after the final attempt, with the
-usage actually served (for a cut stream: the tokens streamed so far).
+usage actually served (for a cut stream or a cancelled answer: what the worker says it
+generated; see worker_usage.py) and where that count came from.
 OpenPolicy is the default when the config has no `tenants:` section.
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ class PolicyService(Protocol):
                     n: int = 1, answers: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
-                     prompt_tokens: int, completion_tokens: int) -> None: ...
+                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ class OpenPolicy:
                     client_request_id=None):
         return None
 
-    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens) -> None:
+    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,
+                     usage_source="worker") -> None:
         return None
 
 

@@ -5,12 +5,16 @@ typed `Outcome` that conclude.py consumes.
 Streams are forwarded event by event as they arrive (no buffering beyond one partial SSE
 frame). The gateway always asks upstreams for a usage chunk and drops it when the client
 did not ask for one. A broken upstream mid-stream ends the client's stream with an
-OpenAI-style error event; a client that goes away closes the upstream request.
+OpenAI-style error event; a client that goes away closes the upstream request. An answer
+that came without usage (cut, cancelled, or from an upstream that never reports it) is
+counted by worker_usage.py: the worker's own count first.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -27,6 +31,7 @@ from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
 from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, open_upstream
+from .worker_usage import count_unreported
 
 if TYPE_CHECKING:
     from .state import GatewayState
@@ -38,8 +43,9 @@ MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken ups
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    reported: bool = False  # False: counted by the gateway (e.g. a cut stream)
+    reported: bool = False  # False: the answer carried none (e.g. a cut stream): worker_usage.py counts it
     first_token_at: float = 0.0
+    source: str = "estimate"  # worker (the worker's own count), tokenizer (the tier's) or estimate
 
 
 @dataclass(frozen=True)
@@ -107,20 +113,59 @@ async def relay(request: GatewayRequest, state: GatewayState, delivery: Delivery
             opened, discarded = await _reask_if_misshapen(state, request.config, ask, opened, attempts)
         if stream:
             headers = request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s)
-            streamer = StreamRelay(delivery, opened, usage, request.include_usage, route.estimated_prompt_tokens,
-                                   headers)
+            streamer = StreamRelay(delivery, opened, usage, request.include_usage, headers)
             answer = await streamer.run()
         else:
             whole = relay_whole(opened, usage)
             answer = await delivery.shaper.whole(whole) if delivery.shaper is not None else whole
     except BaseException as exc:  # cancellation too: the handler re-raises it after finish()
         error = exc
-    if streamer is not None and not usage.reported:  # client went away mid-stream: bill what was streamed
-        usage.prompt_tokens, usage.completion_tokens = route.estimated_prompt_tokens, streamer.chunks
+    if not usage.reported:
+        await _count_unreported(state, request, opened, attempts, streamer, usage, error)
     return Outcome(request.kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count,
                    opened, usage, cut=streamer is not None and not streamer.completed,
                    stream_error=streamer is not None and streamer.cut, upstream_s=attempts.upstream_s,
                    answer=answer, error=error, discarded=discarded)
+
+
+async def _count_unreported(state: GatewayState, request: GatewayRequest, opened: Opened | None, attempts: Attempts,
+                            streamer: "StreamRelay | None", usage: Usage, error: BaseException | None) -> None:
+    """Usage for an answer that carried none, or for a whole answer cancelled while a worker
+    generated it; nothing for a refusal or for a request no worker took."""
+    if opened is not None and opened.response.status == 200:
+        if streamer is not None:
+            opened.response.close()  # a cut stream: the worker stops, then counts
+            relayed, estimated = streamer.relayed_text(), streamer.chunks
+            cut = not streamer.completed
+        else:
+            with suppress(ValueError, AttributeError):  # the answer a cancelled re-ask left unread
+                _read_usage(json.loads(opened.body), usage)
+            if usage.reported:
+                return
+            relayed = _texts(opened.body)
+            estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
+            cut = False  # a whole answer read to its end: an upstream that reports no usage
+        await count_unreported(state, request, opened.tier, opened.backend if cut else None, usage, relayed, estimated)
+    elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
+        await count_unreported(state, request, attempts.tier, attempts.backend, usage, [], 0)
+
+
+def _texts(*payloads: bytes) -> list[str]:
+    """The generated text in answers or stream chunks (for the tokenizer's count)."""
+    out = []
+    for payload in payloads:
+        try:
+            choices = json.loads(payload).get("choices") or []
+        except (ValueError, AttributeError):
+            continue
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            said = choice.get("delta") or choice.get("message")
+            text = said.get("content") if isinstance(said, dict) else choice.get("text")
+            if isinstance(text, str):
+                out.append(text)
+    return out
 
 
 async def _reask_if_misshapen(state: GatewayState, config: Config, ask: Ask, opened: Opened,
@@ -157,7 +202,7 @@ def _read_usage(obj: dict, usage: Usage) -> None:
     if isinstance(reported, dict):
         usage.prompt_tokens = int(reported.get("prompt_tokens") or 0)
         usage.completion_tokens = int(reported.get("completion_tokens") or 0)
-        usage.reported = True
+        usage.reported, usage.source = True, "worker"
 
 
 def relay_whole(opened: Opened, usage: Usage) -> web.Response:
@@ -181,15 +226,18 @@ def relay_whole(opened: Opened, usage: Usage) -> web.Response:
 
 class StreamRelay:
     def __init__(self, delivery: Delivery, opened: Opened, usage: Usage, client_wants_usage: bool,
-                 estimated_prompt_tokens: int, headers: dict[str, str]):
+                 headers: dict[str, str]):
         self.request, self.opened, self.usage, self.headers = delivery.to, opened, usage, headers
         self.shaper = delivery.shaper  # optional: turns chat chunks into another wire format's events
         self.tap = delivery.tap  # optional: sees each upstream data payload (quality sampling)
         self.client_wants_usage = client_wants_usage
-        self.estimated_prompt_tokens = estimated_prompt_tokens
         self.chunks = 0
         self.cut = False
         self.completed = False
+        self.payloads: list[bytes] | None = [] if opened.tier.tokenizer else None  # for the tokenizer's count
+
+    def relayed_text(self) -> list[str]:
+        return _texts(*self.payloads) if self.payloads is not None else []
 
     async def run(self) -> web.StreamResponse:
         upstream = self.opened.response
@@ -233,6 +281,8 @@ class StreamRelay:
                 break
             if self.tap is not None:
                 self.tap(data)
+            if self.payloads is not None:
+                self.payloads.append(data)
             if self.shaper is not None:
                 out.append(self._shape(json.loads(data)))
                 continue
@@ -266,9 +316,6 @@ class StreamRelay:
         self.cut = True
         METRICS.stream_cut.labels(self.opened.tier.name, self.opened.backend.label).inc()
         self.opened.response.close()
-        if not self.usage.reported:  # bill what was streamed: content chunks ~ tokens
-            self.usage.prompt_tokens = self.estimated_prompt_tokens
-            self.usage.completion_tokens = self.chunks
         try:
             await client.write(error_event(message, code="upstream_error") + DONE if self.shaper is None
                                else self.shaper.error(message))

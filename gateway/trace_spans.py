@@ -96,4 +96,4 @@ def annotate(request, outcome) -> None:
         "tiergate.routed_by": route.decision.routed_by.value, "tiergate.priority": route.decision.priority,
         "tiergate.worker": outcome.backend, "tiergate.attempts": outcome.attempts, "tiergate.stream": outcome.stream,
         "gen_ai.usage.input_tokens": usage.prompt_tokens, "gen_ai.usage.output_tokens": usage.completion_tokens,
-        "tiergate.usage.reported": usage.reported})
+        "tiergate.usage.reported": usage.reported, "tiergate.usage.source": usage.source})

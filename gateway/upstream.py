@@ -58,6 +58,7 @@ class Attempts:
     tier: Tier
     count: int = 0  # workers tried (> 1 when the answer came from a failover)
     upstream_s: float = 0.0  # time spent waiting on workers, left out of the gateway's overhead
+    backend: Backend | None = None  # the last worker sent the request: asked for its count if the client left
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts:
                 break
             METRICS.retries.labels(tier.name).inc()
         attempts.count, attempts.tier = attempts.count + 1, tier
-        backend = pick.backend
+        backend = attempts.backend = pick.backend
         tried.add(backend.url)
         _record_affinity(tier, pick.affinity, bool(keys))
         if tier.name not in payloads:

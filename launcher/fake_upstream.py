@@ -33,6 +33,7 @@ class FakeUpstream:
         self.healthy = True
         self.hang = False  # accept, then never answer
         self.cut_after: int | None = None  # streamed: drop the connection after this many chunks
+        self.reports_usage = True  # False: like an upstream that never says its usage, whole or streamed
         self.served = 0
         self.in_flight = 0
         self.disconnects = 0  # generations abandoned because the client went away
@@ -135,6 +136,8 @@ class FakeUpstream:
         else:
             obj = {**base, "object": "text_completion",
                    "choices": [{"index": 0, "text": words, "finish_reason": "length"}], "usage": usage}
+        if not self.reports_usage:
+            del obj["usage"]
         return web.json_response(obj, headers={"x-fake-upstream": self.name})
 
     async def _stream(self, request, body, chat, base, n, usage):
@@ -151,7 +154,7 @@ class FakeUpstream:
             await response.write(_event({**base, "object": kind, "choices": [choice]}))
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and self.reports_usage:
             await response.write(_event({**base, "object": kind, "choices": [], "usage": usage}))
         await response.write(_DONE)
         await response.write_eof()

@@ -210,7 +210,7 @@ class PolicyService:
 
     # -- settlement -------------------------------------------------------------------------------
     async def settle(self, admission: Admission, request_id: str, tier_name: str,
-                     prompt_tokens: int, completion_tokens: int) -> None:
+                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker") -> None:
         """Book the real usage once per request id and release the admission's reservation; never
         raises for Redis trouble (the log has it). 0 tokens (nothing served) books nothing."""
         tenant = admission.tenant
@@ -229,7 +229,8 @@ class PolicyService:
             ts=round(time.time(), 3), request_id=request_id, tenant=tenant.name, key_id=tenant.key_id,
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
             cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)) if served else 0,
-            day=day, month=month, ledger="redis", client_request_id=admission.client_request_id)
+            day=day, month=month, ledger="redis", client_request_id=admission.client_request_id,
+            usage_source=usage_source)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
             counted, day_spend, month_spend = await self._redis(

@@ -34,6 +34,9 @@ class UsageRecord:
     month: str
     ledger: str  # "redis" (counted in Redis), "unconfirmed" (Redis failed: rebuild needed)
     client_request_id: str | None = None  # the client's own id (bounded), for its support tickets
+    # where the token counts came from: "worker" (the upstream's own count), "tokenizer" (the
+    # gateway counted with the tier's tokenizer) or "estimate" (the gateway's estimate)
+    usage_source: str = "worker"
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)

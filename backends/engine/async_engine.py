@@ -36,14 +36,22 @@ class Delta:
 
 
 class _Request:
-    def __init__(self, seq: Sequence, detok: IncrementalDetokenizer, loop: asyncio.AbstractEventLoop):
+    def __init__(self, seq: Sequence, detok: IncrementalDetokenizer, loop: asyncio.AbstractEventLoop, tally=None):
         self.seq = seq
         self.detok = detok
         self.loop = loop
+        self.tally = tally
         self.queue: asyncio.Queue[Delta | BaseException] = asyncio.Queue()
 
     def push(self, item) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def ended(self) -> None:
+        """The engine stopped this sequence (finished, aborted, failed or never taken): its
+        final counts go to the tally, once."""
+        tally, self.tally = self.tally, None
+        if tally is not None:
+            self.loop.call_soon_threadsafe(tally.ended, self.seq.num_prompt_tokens, self.seq.num_output_tokens)
 
 
 class AsyncEngine:
@@ -68,16 +76,21 @@ class AsyncEngine:
         return len(self.core.scheduler.running)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       stop: list[str] | None = None) -> AsyncIterator[Delta]:
+                       stop: list[str] | None = None, tally=None) -> AsyncIterator[Delta]:
         """Yields deltas until the sequence finishes. Closing the iterator early (client
-        gone) aborts the sequence and frees its blocks."""
+        gone) aborts the sequence and frees its blocks. A `tally` (serving/usage_book.py) is
+        told when the engine takes the sequence and, on the event loop, what it counted once
+        it stopped: the final count of an aborted sequence too."""
         if params.grammar is None:
             seq = self.core.make_sequence(prompt_ids, params)  # raises RequestTooLargeError
         else:  # compiling a large schema's grammar can take a while: not on the event loop
             seq = await asyncio.to_thread(self.core.make_sequence, prompt_ids, params)
         if self.num_waiting() >= self.core.config.max_waiting:
             raise QueueFullError(f"waiting queue is full ({self.core.config.max_waiting} requests)")
-        request = _Request(seq, IncrementalDetokenizer(self.tokenizer, prompt_ids, stop), asyncio.get_running_loop())
+        request = _Request(seq, IncrementalDetokenizer(self.tokenizer, prompt_ids, stop), asyncio.get_running_loop(),
+                           tally)
+        if tally is not None:
+            tally.began()
         self._inbox.put(("add", request))
         self._wakeup.set()
         finished = False
@@ -111,9 +124,11 @@ class AsyncEngine:
                     self._requests[seq.seq_id] = request
                 except QueueFullError as exc:
                     request.push(exc)
+                    request.ended()
             elif seq.seq_id in self._requests:
                 del self._requests[seq.seq_id]
                 self.core.complete(seq, "abort")
+                request.ended()
 
     def _emit(self, seq: Sequence, tokens: list[int]) -> None:
         """One delta per sequence per step; with speculation a step can bring several tokens,
@@ -132,6 +147,7 @@ class AsyncEngine:
                       seq.scheduled_time)
         if seq.is_finished:
             del self._requests[seq.seq_id]
+            request.ended()
         request.push(delta)
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
@@ -139,11 +155,13 @@ class AsyncEngine:
             request = self._requests.pop(seq.seq_id, None)
             if request is not None:
                 request.push(exc)
+                request.ended()
 
     def _fail_all(self, exc: BaseException) -> None:
         for request in list(self._requests.values()):
             self.core.complete(request.seq, "error")
             request.push(exc)
+            request.ended()
         self._requests.clear()
 
     def _loop(self) -> None:

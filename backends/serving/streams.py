@@ -11,11 +11,12 @@ QUEUE_PER_CHOICE = 64  # deltas buffered per choice before its pump waits for th
 
 
 async def open_streams(engine: AsyncEngine, prompt_ids: list[int], params: list[SamplingParams],
-                       stop: list[str]) -> list[tuple[Delta, object]]:
+                       stop: list[str], tally=None) -> list[tuple[Delta, object]]:
     """Start every choice's stream and wait for its first delta. The copies join only
     after the first choice's prompt is computed: its full blocks are then in the prefix
-    cache, so the copies reuse them instead of computing the prompt again."""
-    streams = [engine.generate(prompt_ids, p, stop=stop) for p in params]
+    cache, so the copies reuse them instead of computing the prompt again. `tally` counts
+    what all of them generate (usage_book.py)."""
+    streams = [engine.generate(prompt_ids, p, stop=stop, tally=tally) for p in params]
     opened: list[tuple[Delta, object]] = []
     try:
         first = await anext(streams[0])

@@ -48,7 +48,7 @@ class RecordingPolicy:
         self.reserved.append(max_tokens)
         return ("admission", request_id, max_tokens)
 
-    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens):
+    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens, usage_source="worker"):
         self.settled.append((admission[1], tier_name, prompt_tokens, completion_tokens))
 
 

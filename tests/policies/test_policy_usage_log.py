@@ -3,6 +3,7 @@ rebuild-ledger recomputing Redis exactly from the files."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 
 from policies.config import UsageLogSettings
@@ -50,3 +51,11 @@ async def test_rebuild_overwrites_the_ledger_from_logs(shared_redis, tmp_path):
     report = await store.usage("t", ["2026-11-22"], "2026-11")
     assert report["days"][0]["tiers"]["small"] == {"requests": 10, "prompt_tokens": 100,
                                                    "completion_tokens": 45, "cost_micro": 55}
+
+
+def test_a_line_written_before_usage_source_reads_as_the_workers_count(tmp_path):
+    line = {"ts": 1.0, "request_id": "r", "tenant": "t", "key_id": None, "tier": "small", "prompt_tokens": 1,
+            "completion_tokens": 2, "cost_micro": 3, "day": "2026-01-01", "month": "2026-01", "ledger": "redis"}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(line) + "\n" + _record(1).to_json().replace('"worker"', '"estimate"') + "\n")
+    assert [r.usage_source for r in read_records([str(path)])] == ["worker", "estimate"]
