@@ -7,6 +7,10 @@ one gateway process in front of it (classification on: model "auto"), then, in o
 - streamed TTFT added: the same, for the time to the first content chunk of a stream;
 - the same added latency for /v1/embeddings and for streamed /v1/messages (gateway_dropin.py);
 - requests/s of the gateway process at saturation (wrk when installed, else an aiohttp loop).
+With --tenants the gateway runs with a tenant (its key checked, admission reserving against a hard
+budget and rate limits in Redis, settlement after each answer): what tenancy costs. With
+--against REF a second gateway is started from that commit (a detached git worktree) on the same
+upstream and both are measured in two alternating rounds in this run: `against` beside the head.
 With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
 measured the same way on the same upstream. With --tracing on the gateway exports its requests'
 spans (all of them, or --trace-sample-ratio) to a local OTLP/HTTP sink (launcher/otlp_sink.py):
@@ -20,6 +24,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -30,11 +35,13 @@ from benchmarks.gateway_dropin import dropin_latency
 from benchmarks.gateway_peers import start_litellm
 from benchmarks.load import closed_loop_rps, wrk_rps
 from launcher import commands
-from launcher.group import ProcessGroup
+from launcher.group import ProcessGroup, clean_env
 from launcher.processes import free_port
+from policies.keys import hash_key
 from measure.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
+TENANT_KEY = "sk-bench-tenant"
 BODY = {"model": "auto", "max_tokens": 8,
         "messages": [{"role": "user", "content": "What is the capital of France? Answer in one word."}]}
 
@@ -98,15 +105,38 @@ async def measure(session, upstream: str, base: str, headers: dict, n: int, rps_
             "direct_p50_ms": round(whole["direct_p50_ms"], 3), "via_p50_ms": round(whole["via_p50_ms"], 3)}
 
 
-def gateway_config(upstream: str, path: Path, otlp_sink: str | None = None, sample_ratio: float = 1.0) -> None:
+def gateway_config(upstream: str, path: Path, otlp_sink: str | None = None, sample_ratio: float = 1.0,
+                   tenants: bool = False) -> None:
     tracing = {"tracing": {"enabled": True, "otlp_endpoint": otlp_sink, "sample_ratio": sample_ratio}} \
         if otlp_sink else {}
+    # limits far above what the run sends: every request is checked, reserved and settled, none refused
+    tenancy = {"tenants": {"bench": {"keys": [{"id": "k1", "sha256": hash_key(TENANT_KEY)}],
+                                     "rate_limits": {"requests_per_minute": 10_000_000,
+                                                     "tokens_per_minute": 10_000_000_000},
+                                     "budgets": {"daily_usd": {"hard": 1_000_000.0}}}}} if tenants else {}
     path.write_text(json.dumps({  # JSON is YAML
         "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]}],
         "embeddings": [{"name": "bench-embed", "level": 1, "model": "bench-embed-model",
                         "price_per_mtok": {"input": 0.02, "output": 0.0}, "workers": [{"url": upstream}]}],
-        "health": {"interval_s": 5.0}, **tracing}))
+        "health": {"interval_s": 5.0}, **tracing, **tenancy}))
+
+
+def start_against(group: ProcessGroup, ref: str, config: Path, port: int, tmp: Path) -> ProcessGroup:
+    """A gateway process run from commit `ref` (a detached worktree under tmp), for side-by-side runs."""
+    tree = tmp / "against"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(tree), ref], check=True)
+    against = ProcessGroup(cwd=tree)
+    against.spawn("gateway-against", commands.gateway_processes(config, port, workers=1),
+                  env=clean_env(PYTHONPATH=str(tree)))
+    group.procs.extend(against.procs)
+    return against
+
+
+def remove_against(tmp: Path) -> None:
+    tree = tmp / "against"
+    if tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
 
 
 async def run(args) -> dict:
@@ -122,13 +152,21 @@ async def run(args) -> dict:
             sink = f"http://127.0.0.1:{sink_port}"
             group.spawn("otlp-sink", commands.otlp_sink(sink_port))
             group.wait_port(sink_port)
-        gateway_config(upstream, tmp / "gateway.yaml", sink, args.trace_sample_ratio)
+        gateway_config(upstream, tmp / "gateway.yaml", sink, args.trace_sample_ratio, args.tenants)
         group.spawn("gateway", commands.gateway_processes(tmp / "gateway.yaml", gw_port, workers=1))
+        headers = {"Authorization": f"Bearer {TENANT_KEY}"} if args.tenants else {}
+        if args.against:
+            against_port = free_port()
+            start_against(group, args.against, tmp / "gateway.yaml", against_port, tmp)
         connector = aiohttp.TCPConnector(limit=16)
         async with aiohttp.ClientSession(connector=connector) as session:
             await wait_http(session, upstream + "/health")
             await wait_http(session, f"http://127.0.0.1:{gw_port}/health")
-            result = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {}, args.n, args.seconds)
+            if args.against:
+                await wait_http(session, f"http://127.0.0.1:{against_port}/health")
+                return await side_by_side(session, upstream, {"head": gw_port, "against": against_port}, headers,
+                                          args) | {"against_ref": args.against, "tenants": args.tenants}
+            result = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", headers, args.n, args.seconds)
             result["rps_tool"] = "wrk" if shutil.which("wrk") else "aiohttp"
             result["tracing"] = args.tracing if sink is None else f"on, sample_ratio {args.trace_sample_ratio}"
             if sink:  # what arrived while measuring (the last batch leaves when the gateway stops)
@@ -153,13 +191,31 @@ async def run(args) -> dict:
                 result["litellm_added_p50_ratio"] = round(theirs / ours, 1) if ours > 0 else None
     finally:
         group.stop()
+        remove_against(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     return result
+
+
+async def side_by_side(session, upstream: str, ports: dict[str, int], headers: dict, args) -> dict:
+    """Each gateway measured twice, alternating, so both see the same machine noise; per gateway the
+    rounds and the better of the two (the lower added p50, the higher requests/s)."""
+    rounds: dict[str, list[dict]] = {name: [] for name in ports}
+    for _ in range(2):
+        for name, port in ports.items():
+            rounds[name].append(await measure(session, upstream, f"http://127.0.0.1:{port}", headers, args.n,
+                                              args.seconds))
+    best = {name: {"added_ms_p50": min(r["added_ms_p50"] for r in runs), "rps": max(r["rps"] for r in runs)}
+            for name, runs in rounds.items()}
+    return {"rounds": rounds, "best": best}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--peer", choices=["litellm"], default=None)
+    parser.add_argument("--tenants", action="store_true",
+                        help="the gateway authenticates a tenant and reserves and settles every request in Redis")
+    parser.add_argument("--against", metavar="REF", default=None,
+                        help="also run a gateway from this git commit and measure both, alternating")
     parser.add_argument("-n", type=int, default=1000, help="requests per latency series")
     parser.add_argument("--seconds", type=float, default=8.0, help="duration of the requests/s run")
     parser.add_argument("--tracing", choices=["off", "on"], default="off",
