@@ -18,7 +18,8 @@ from .context import CTX, STATE, RequestContext, credentials
 from .config import AUTO, Config
 from .embeddings_route import plan_embeddings_route
 from .conclude import Admitted, Sinks, conclude
-from .request import GatewayRequest, max_tokens_asked, parse, read_body
+from .body import read_body
+from .request import GatewayRequest, max_tokens_asked, parse
 from .policy_seam import OpenPolicy
 from .relay import Delivery, relay
 from .routing import plan_route
@@ -47,7 +48,8 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
                    shaper=None) -> web.StreamResponse:
-    """An HTTP request on the one request path: read the body, authenticate, then `serve`.
+    """An HTTP request on the one request path: authenticate from the headers, then read the
+    body (nothing is read for a caller without a key), then `serve`.
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
@@ -55,9 +57,9 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     state = request.app[STATE]
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     try:
+        tenant = tenant or state.policy.authenticate(credentials(request))
         if body is None:
             body = await read_body(request, config.limits.max_body_bytes)
-        tenant = tenant or state.policy.authenticate(credentials(request))
     except OpenAIError as refusal:
         await count_refusal(state.policy, request, tenant, refusal)
         raise
