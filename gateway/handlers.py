@@ -14,6 +14,7 @@ from webwire.tracing import span
 from wire.errors import OpenAIError, bad_request
 
 from . import metrics
+from .admin_view import sees_everything
 from .context import CTX, STATE, RequestContext, credentials
 from .config import AUTO, Config
 from .embeddings_route import plan_embeddings_route
@@ -164,7 +165,10 @@ def _model(name: str, about: dict) -> dict:
 
 
 async def health(request: web.Request) -> web.Response:
+    """Liveness for anyone (probes); the workers behind it only for the admin key (admin_view.py)."""
     state = request.app[STATE]
+    if not sees_everything(request, state):
+        return web.json_response({"status": "ok"})
     now = time.monotonic()
     backends = {b.url: {"healthy": b.healthy, "breaker": b.breaker_state(now), "outstanding": b.outstanding}
                 for b in state.pools.backends.values()}
@@ -172,7 +176,8 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    body, content_type = metrics.render()
+    """Per-tenant series only for the admin key (admin_view.py): the rest for any scraper."""
+    body, content_type = metrics.render(with_tenants=sees_everything(request, request.app[STATE]))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 

@@ -3,7 +3,7 @@
 Starts an embedded Redis (when the config names no Redis URL), one inference worker per
 distinct local worker URL in the config (`python -m backends.worker --model M --port P`, with
 the `tracing:` section as flags when it is on; remote URLs are left alone), the gateway on
-0.0.0.0:8080 with --workers processes, and Prometheus when its binary is installed. Waits for
+127.0.0.1:8080 (loopback only) with --workers processes, and Prometheus when its binary is installed. Waits for
 every /health, prints one line per part (role and URL), and one Ctrl-C (or SIGTERM) stops
 everything.
 """
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
             model, launch = workers[url]
             banner("worker", url, " ".join((model,) + launch))
         gateway = group.spawn("gateway", commands.gateway_processes(args.config, args.port, args.workers,
-                                                                    "0.0.0.0", redis_url), env=clean_env())
+                                                                    "127.0.0.1", redis_url), env=clean_env())
         if not wait_healthy(f"http://127.0.0.1:{args.port}", gateway, 60):
             print("gateway did not become healthy", file=sys.stderr)
             return 1
