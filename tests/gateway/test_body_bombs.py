@@ -32,14 +32,15 @@ def bombs() -> dict[str, bytes]:
     return {encoding: json_bomb(INFLATED, encoding) for encoding in ("gzip", "deflate")}
 
 
-async def _send(http, url: str, body: bytes, encoding: str, key: str | None) -> tuple[int, dict, int]:
+async def _send(http, url: str, body: bytes, encoding: str, key: str | None,
+                path: str = "/v1/chat/completions") -> tuple[int, dict, int]:
     """(status, error, peak bytes allocated while the gateway answered)."""
     headers = {"Content-Type": "application/json", "Content-Encoding": encoding}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     tracemalloc.start()
     try:
-        async with http.post(url + "/v1/chat/completions", data=body, headers=headers) as response:
+        async with http.post(url + path, data=body, headers=headers) as response:
             status, error = response.status, (await response.json())["error"]
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -60,6 +61,16 @@ async def test_bomb_without_a_key_is_refused_before_the_body_is_read(gw, http, b
     status, error, peak = await _send(http, gw.url, bombs[encoding], encoding, None)
     assert status == 401 and error["code"] == "invalid_api_key", error
     assert peak < 2 * LIMIT, f"{peak} bytes allocated for a {len(bombs[encoding])}-byte {encoding} body"
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/messages", "/v1/route", "/v1/batches",
+                                  "/admin/router/outcomes"])
+async def test_every_endpoint_that_reads_a_body_checks_the_key_first(gw, http, bombs, path):
+    status, _, peak = await _send(http, gw.url, bombs["gzip"], "gzip", None, path)
+    assert status == 401 and peak < 2 * LIMIT, (path, status, peak)
+    if path.startswith("/v1/") and path != "/v1/batches":  # the others answer a tenant key 404 or 403
+        status, _, peak = await _send(http, gw.url, bombs["gzip"], "gzip", KEY, path)
+        assert status == 413 and peak < 2 * LIMIT, (path, status, peak)
 
 
 async def test_a_compressed_body_within_the_limit_is_served(gw, http):
