@@ -37,6 +37,8 @@ def _args(argv=None) -> argparse.Namespace:
     parser.add_argument("--prometheus", choices=("auto", "on", "off"), default="auto",
                         help="also run Prometheus scraping the stack (auto: when the binary is installed)")
     parser.add_argument("--prometheus-port", type=int, default=9090)
+    parser.add_argument("--admin-key-file", default=None,
+                        help="a file holding the admin key: with tenants, Prometheus needs it for per-tenant series")
     return parser.parse_args(argv)
 
 
@@ -86,7 +88,8 @@ def main(argv=None) -> int:
             print("gateway did not become healthy", file=sys.stderr)
             return 1
         try:
-            prometheus = start_prometheus(config, args.port, args.prometheus, args.prometheus_port)
+            prometheus = start_prometheus(config, args.port, args.prometheus, args.prometheus_port,
+                                          admin_key_file=args.admin_key_file)
         except PrometheusUnavailable as exc:
             print(exc, file=sys.stderr)
             return 1
