@@ -21,7 +21,7 @@ from wire.sse import named_event
 from . import response_store
 from .context import STATE, credentials
 from .handlers import TENANT, count_refusal, generate
-from .body import read_body
+from .body import read_authenticated
 
 
 def _frames(events) -> bytes:
@@ -66,8 +66,8 @@ class ResponsesShaper:
 async def responses(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     config = state.config
-    tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    body = await read_body(request, config.limits.max_body_bytes)
+    tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
+                                            lambda: state.policy.authenticate(request.headers.get("Authorization")))
     previous = body.get("previous_response_id")
     try:
         history = (await response_store.load_history(state.redis, config, tenant.name, previous)
@@ -115,8 +115,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     """Anthropic clients send `x-api-key`; a bearer token works too. Errors are Anthropic-shaped."""
     state = request.app[STATE]
     try:
-        tenant = state.policy.authenticate(credentials(request))
-        body = await read_body(request, state.config.limits.max_body_bytes)
+        tenant, body = await read_authenticated(request, state.config.limits.max_body_bytes,
+                                                lambda: state.policy.authenticate(credentials(request)))
         try:
             chat = messages_to_chat(body)
         except OpenAIError as refusal:

@@ -19,7 +19,7 @@ from .context import CTX, STATE, RequestContext, credentials
 from .config import AUTO, Config
 from .embeddings_route import plan_embeddings_route
 from .conclude import Admitted, Sinks, conclude
-from .body import read_body
+from .body import read_authenticated
 from .request import GatewayRequest, max_tokens_asked, parse
 from .policy_seam import OpenPolicy
 from .relay import Delivery, relay
@@ -58,9 +58,10 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     state = request.app[STATE]
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     try:
-        tenant = tenant or state.policy.authenticate(credentials(request))
         if body is None:
-            body = await read_body(request, config.limits.max_body_bytes)
+            tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
+                                                    lambda: state.policy.authenticate(credentials(request)))
+        tenant = tenant or state.policy.authenticate(credentials(request))
     except OpenAIError as refusal:
         await count_refusal(state.policy, request, tenant, refusal)
         raise
