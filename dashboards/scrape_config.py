@@ -5,11 +5,15 @@ from __future__ import annotations
 import yaml
 
 
-def render(gateway_target: str, workers: list[str], interval_s: int = 5) -> str:
+def render(gateway_target: str, workers: list[str], interval_s: int = 5, admin_key_file: str | None = None) -> str:
+    """With tenants, the gateway's per-tenant series need the admin key: `admin_key_file` holds it."""
+    gateway = {"job_name": "tiergate-gateway", "static_configs": [{"targets": [gateway_target]}]}
+    if admin_key_file:
+        gateway["authorization"] = {"type": "Bearer", "credentials_file": str(admin_key_file)}
     doc = {
         "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": f"{interval_s}s"},
         "scrape_configs": [
-            {"job_name": "tiergate-gateway", "static_configs": [{"targets": [gateway_target]}]},
+            gateway,
             {"job_name": "tiergate-workers", "static_configs": [{"targets": workers}]},
         ],
     }

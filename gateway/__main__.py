@@ -1,4 +1,7 @@
-"""`python -m gateway --config config/tiergate.yaml --port 8080 --workers N`
+"""`python -m gateway --config config/tiergate.yaml --port 8080 --workers N [--host H] [--insecure-open]`
+
+Listens on 127.0.0.1 by default. On any other address the config must have `tenants:`, unless
+--insecure-open says to serve every endpoint open to anyone (gateway/exposure.py).
 
 Runs N gateway processes sharing the port (SO_REUSEPORT; default one per core). Without a
 Redis URL in the config (or TIERGATE_REDIS_URL) it first starts an embedded Redis and gives
@@ -22,10 +25,12 @@ log = logging.getLogger("gateway")
 def _args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gateway", description="Tiergate gateway")
     parser.add_argument("--config", default="config/tiergate.yaml")
-    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--redis-url", default=None, help="overrides redis.url from the config")
+    parser.add_argument("--insecure-open", action="store_true",
+                        help="serve without tenants on a non-loopback address: every endpoint open to anyone")
     return parser.parse_args(argv)
 
 
@@ -33,11 +38,15 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     args = _args(argv)
     from .config import ConfigError, load_config
+    from .exposure import INSECURE_FLAG, refusal
 
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         print(f"invalid config: {exc}", file=sys.stderr)
+        return 2
+    if not args.insecure_open and (refused := refusal(args.host, config, False)) is not None:
+        print(refused, file=sys.stderr)  # before the embedded Redis and the processes start
         return 2
     embedded = None
     redis_url = args.redis_url or os.environ.get("TIERGATE_REDIS_URL") or config.redis.url
@@ -52,7 +61,7 @@ def main(argv=None) -> int:
         metrics_dir = tempfile.mkdtemp(prefix="tiergate-metrics-")
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     command = [sys.executable, "-m", "gateway.serve", "--config", args.config, "--host", args.host,
-               "--port", str(args.port)]
+               "--port", str(args.port)] + ([INSECURE_FLAG] if args.insecure_open else [])
     children = [subprocess.Popen(command, env=env) for _ in range(max(1, args.workers))]
     log.info("gateway: %d process(es) on %s:%d, Redis %s", len(children), args.host, args.port, redis_url)
 

@@ -8,6 +8,7 @@ from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
 from wire.errors import OpenAIError
 
 from . import dropin, explain, handlers
+from .body import READ_PIECE
 from .context import CTX, MODEL, OVERHEAD, STATE, TIER, RequestContext, credentials
 from .batches import api as batches_api
 from .console import routes as console
@@ -19,7 +20,6 @@ from .server_errors import GatewayRunner
 from .state import GatewayState
 
 _UNMETERED = {"/metrics", "/health"}
-BODY_LIMIT_CEILING = 64 << 20  # aiohttp's own cap; the configured (reloadable) limit is checked per request
 
 
 @web.middleware
@@ -54,7 +54,10 @@ def _tenant(request: web.Request) -> str:
 
 
 def build_app(state: GatewayState) -> web.Application:
-    app = web.Application(middlewares=[tiergate_headers, error_middleware], client_max_size=BODY_LIMIT_CEILING)
+    # Every handler reads its body through body.py under the limit of the config it runs with
+    # (reloadable); aiohttp's own cap, for any read() that bypasses it, is the limit at start.
+    app = web.Application(middlewares=[tiergate_headers, error_middleware],
+                          client_max_size=state.config.limits.max_body_bytes)
     app[STATE] = state
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
@@ -84,7 +87,8 @@ async def start_site(app: web.Application, host: str, port: int) -> web.AppRunne
     """Serve app on host:port with SO_REUSEPORT so several processes can share the port.
 
     Header limits and the JSON answer to requests the HTTP parser refuses: server_errors.py."""
-    runner = GatewayRunner(app, handler_cancellation=True, access_log=None)
+    # read_bufsize: what aiohttp buffers (and inflates) ahead of the handler per request
+    runner = GatewayRunner(app, handler_cancellation=True, access_log=None, read_bufsize=READ_PIECE)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
     await site.start()

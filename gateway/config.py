@@ -90,7 +90,8 @@ class Affinity:
 
 @dataclass(frozen=True)
 class Limits:
-    max_body_bytes: int = setting(1 << 20, "Largest request body accepted.", minimum=1024)
+    max_body_bytes: int = setting(1 << 20, "Largest request body accepted, counted after decompression.",
+                                  minimum=1024)
     default_max_tokens: int = setting(256, "max_tokens sent upstream (and admitted) when a request sets none.",
                                       minimum=1)
 

@@ -21,7 +21,7 @@ from wire.sse import named_event
 from . import response_store
 from .context import STATE, credentials
 from .handlers import TENANT, count_refusal, generate
-from .request import read_body
+from .body import read_authenticated
 
 
 def _frames(events) -> bytes:
@@ -68,8 +68,8 @@ class ResponsesShaper:
 async def responses(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     config = state.config
-    body = await read_body(request, config.limits.max_body_bytes)
-    tenant = state.policy.authenticate(request.headers.get("Authorization"))
+    tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
+                                            lambda: state.policy.authenticate(request.headers.get("Authorization")))
     previous = body.get("previous_response_id")
     try:
         history = (await response_store.load_history(state.redis, config, tenant.name, previous)
@@ -127,8 +127,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     """Anthropic clients send `x-api-key`; a bearer token works too. Errors are Anthropic-shaped."""
     state = request.app[STATE]
     try:
-        body = await read_body(request, state.config.limits.max_body_bytes)
-        tenant = state.policy.authenticate(credentials(request))
+        tenant, body = await read_authenticated(request, state.config.limits.max_body_bytes,
+                                                lambda: state.policy.authenticate(credentials(request)))
         try:
             chat = messages_to_chat(body)
         except OpenAIError as refusal:

@@ -7,7 +7,8 @@ from aiohttp import web
 
 from .context import CTX, STATE, RequestContext, credentials
 from .config import Config
-from .request import max_tokens_asked, parse, read_body
+from .body import read_authenticated
+from .request import max_tokens_asked, parse
 from .routing import plan_route
 from .upstream import choose
 
@@ -19,8 +20,8 @@ async def route_dry_run(request: web.Request) -> web.Response:
     """Every step of the decision, routed_by, and the worker that would be chosen."""
     state = request.app[STATE]
     config = state.config
-    body = await read_body(request, config.limits.max_body_bytes)
-    tenant = state.policy.authenticate(credentials(request))
+    tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
+                                            lambda: state.policy.authenticate(credentials(request)))
     about, headers = await explain_route(state, config, tenant, body, request[CTX])
     return web.json_response(about, headers=headers)
 

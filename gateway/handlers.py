@@ -14,11 +14,13 @@ from webwire.tracing import span
 from wire.errors import OpenAIError, bad_request
 
 from . import metrics
+from .admin_view import sees_everything
 from .context import CTX, STATE, RequestContext, credentials
 from .config import AUTO, Config
 from .embeddings_route import plan_embeddings_route
 from .conclude import Admitted, Sinks, conclude
-from .request import GatewayRequest, max_tokens_asked, parse, read_body
+from .body import read_authenticated
+from .request import GatewayRequest, max_tokens_asked, parse
 from .policy_seam import OpenPolicy
 from .relay import Delivery, relay
 from .routing import plan_route
@@ -47,7 +49,8 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
 
 async def generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
                    shaper=None) -> web.StreamResponse:
-    """An HTTP request on the one request path: read the body, authenticate, then `serve`.
+    """An HTTP request on the one request path: authenticate from the headers, then read the
+    body (nothing is read for a caller without a key), then `serve`.
 
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
@@ -56,7 +59,8 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
     try:
         if body is None:
-            body = await read_body(request, config.limits.max_body_bytes)
+            tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
+                                                    lambda: state.policy.authenticate(credentials(request)))
         tenant = tenant or state.policy.authenticate(credentials(request))
     except OpenAIError as refusal:
         await count_refusal(state.policy, request, tenant, refusal)
@@ -165,7 +169,10 @@ def _model(name: str, about: dict) -> dict:
 
 
 async def health(request: web.Request) -> web.Response:
+    """Liveness for anyone (probes); the workers behind it only for the admin key (admin_view.py)."""
     state = request.app[STATE]
+    if not sees_everything(request, state):
+        return web.json_response({"status": "ok"})
     now = time.monotonic()
     backends = {b.url: {"healthy": b.healthy, "breaker": b.breaker_state(now), "outstanding": b.outstanding}
                 for b in state.pools.backends.values()}
@@ -173,7 +180,8 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    body, content_type = metrics.render()
+    """Per-tenant series only for the admin key (admin_view.py): the rest for any scraper."""
+    body, content_type = metrics.render(with_tenants=sees_everything(request, request.app[STATE]))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 

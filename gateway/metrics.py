@@ -11,6 +11,7 @@ import os
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import REGISTRY, multiprocess
+from prometheus_client.metrics_core import Metric
 
 _LATENCY = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120)
 _PER_TOKEN = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1)
@@ -57,9 +58,25 @@ class _Metrics:
 METRICS = _Metrics()
 
 
-def render() -> tuple[bytes, str]:
+class _WithoutTenants:
+    """A registry's families less every sample labelled with a tenant (what /metrics shows
+    without the admin key: gateway/admin_view.py)."""
+
+    def __init__(self, registry):
+        self.registry = registry
+
+    def collect(self):
+        for family in self.registry.collect():
+            kept = [s for s in family.samples if "tenant" not in s.labels]
+            if kept:
+                copy = Metric(family.name, family.documentation, family.type, family.unit)
+                copy.samples = kept
+                yield copy
+
+
+def render(with_tenants: bool = True) -> tuple[bytes, str]:
+    registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    return generate_latest(registry if with_tenants else _WithoutTenants(registry)), CONTENT_TYPE_LATEST

@@ -101,7 +101,7 @@ SCHEMAS = {
         "capabilities": {"type": "object"},
         "priority": {"type": ["string", "null"]}, "max_tokens_cap": {"type": ["integer", "null"]},
         "backend": {"type": ["string", "null"]}, "affinity": {"type": ["string", "null"]}}},
-    "Health": {"type": "object", "required": ["status", "backends"], "properties": {
+    "Health": {"type": "object", "required": ["status"], "properties": {  # the rest: admin key or no tenants
         "status": {"const": "ok"}, "pid": {"type": "integer"}, "classifier": {"type": "string"},
         "backends": {"type": "object", "additionalProperties": {"type": "object", "properties": {
             "healthy": {"type": "boolean"}, "breaker": {"type": "string"}, "outstanding": {"type": "integer"}}}}}},
@@ -160,9 +160,11 @@ SPEC = {
                           **_ADMIN_ERRORS, "400": _json(_ERR, "Not an outcome file"),
                           "409": _json(_ERR, "The classifier in use is a rule"),
                           "413": _json(_ERR, "Over the body limit"), "503": _ERRORS["503"]}}},
-        "/health": {"get": {"summary": "Liveness/readiness and per-worker health", "security": [{}],
+        "/health": {"get": {"summary": "Liveness/readiness to anyone; per-worker health to the admin key (or with "
+                                       "no tenants configured)", "security": [{}],
                             "responses": {"200": _json(_ref("Health"), "Healthy")}}},
-        "/metrics": {"get": {"summary": "Prometheus metrics", "security": [{}], "responses": {"200": {
+        "/metrics": {"get": {"summary": "Prometheus metrics; series labelled with a tenant only for the admin key "
+                                        "(or with no tenants configured)", "security": [{}], "responses": {"200": {
             "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
         "/openapi.json": {"get": {"summary": "This document", "security": [{}],
                                   "responses": {"200": _json({"type": "object"}, "OpenAPI 3.1")}}},

@@ -1,18 +1,14 @@
-"""The request as the path sees it: its JSON body read within the size limit, parsed for its
-kind, and built once by `handlers.serve` into a frozen `GatewayRequest` that every later step
+"""The request as the path sees it: its JSON body (read within the size limit by `body.py`)
+parsed for its kind, and built once by `handlers.serve` into a frozen `GatewayRequest` that every later step
 reads and none writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 from policies.decision import Decision
-from webwire.errors import read_json_object
 from webwire.tracing import traced
 from wire.embeddings import EmbeddingsRequest, parse_embeddings
-from wire.errors import OpenAIError
 from wire.requests import ChatRequest, CompletionRequest, parse_chat, parse_completion
 
 from .config import Config, Tier
@@ -21,15 +17,6 @@ from .routing import Route
 from .shape_check import structured_schema
 
 PARSERS = {"chat": parse_chat, "completion": parse_completion, "embeddings": parse_embeddings}
-
-
-async def read_body(request: web.Request, limit: int) -> dict:
-    if request.content_length is not None and request.content_length > limit:
-        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
-    body = await read_json_object(request)
-    if len(await request.read()) > limit:  # chunked uploads carry no Content-Length (read() is cached)
-        raise OpenAIError(413, f"request body is larger than {limit} bytes", code="request_too_large")
-    return body
 
 
 @traced("parse")

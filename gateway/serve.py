@@ -1,4 +1,6 @@
-"""One gateway process: `python -m gateway.serve --config FILE --port P` (the launcher runs N)."""
+"""One gateway process: `python -m gateway.serve --config FILE --port P` (the launcher runs N).
+It listens on 127.0.0.1 unless told otherwise, and refuses a reachable address without
+`tenants:` unless started with --insecure-open (exposure.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +10,14 @@ import signal
 import sys
 
 
-async def _serve(config_path: str, host: str, port: int) -> None:
+async def _serve(config, config_path: str, host: str, port: int) -> None:
     from .app import build_app, start_site
-    from .config import load_config
+    from .exposure import is_loopback
     from .state import GatewayState
     from .trace_spans import start as start_tracing
 
-    state = GatewayState(load_config(config_path), config_path)
+    state = GatewayState(config, config_path)
+    state.keys_required = not is_loopback(host) and bool(config.policies.tenants)  # a reload may not drop them
     start_tracing(state.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
     runner = await start_site(build_app(state), host, port)
     logging.getLogger("gateway").info("serving on http://%s:%d (classifier: %s)", host, port, state.classifier.name)
@@ -39,13 +42,20 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     parser = argparse.ArgumentParser(prog="python -m gateway.serve")
     parser.add_argument("--config", required=True)
-    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--insecure-open", action="store_true",
+                        help="serve without tenants on a non-loopback address: every endpoint open to anyone")
     args = parser.parse_args(argv)
-    from .config import ConfigError
+    from .config import ConfigError, load_config
+    from .exposure import refusal
 
     try:
-        _run(_serve(args.config, args.host, args.port))
+        config = load_config(args.config)
+        if (refused := refusal(args.host, config, args.insecure_open)) is not None:
+            print(refused, file=sys.stderr)
+            return 2
+        _run(_serve(config, args.config, args.host, args.port))
     except ConfigError as exc:
         print(f"invalid config: {exc}", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ class GatewayState:
         self.config = config
         self.policy_factory = policy_factory
         self.config_path = config_path
+        self.keys_required = False  # bound to a reachable address with tenants: a reload must keep them
         self.classifiers = ClassifierSlot(classifier or load_classifier())  # the hot-swapper replaces it
         self.pools = Pools(config)
         self.capabilities = by_tier(config, self.pools)  # tier name -> what it can do; swapped whole
@@ -128,6 +129,9 @@ class GatewayState:
     def reload(self) -> bool:
         try:
             new = load_config(self.config_path)
+            if self.keys_required and not new.policies.tenants:
+                raise ConfigError(f"{self.config_path}: no `tenants:`, and this gateway listens on a "
+                                  "reachable address: without them every endpoint would be open")
             policy = self.policy_factory(new, self.redis)
         except (ConfigError, RuntimeError) as exc:
             METRICS.reloads.labels("rejected").inc()

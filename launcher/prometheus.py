@@ -34,8 +34,10 @@ def default_scrape_config() -> str:
     return render("127.0.0.1:8080", worker_targets(load_config(DEFAULT_CONFIG)))
 
 
-def start(config, gateway_port: int, mode: str, port: int, cache: Path = Path(".cache/prometheus")):
-    """The started Prometheus process, or None when mode is off (or auto without the binary)."""
+def start(config, gateway_port: int, mode: str, port: int, cache: Path = Path(".cache/prometheus"),
+          admin_key_file: str | None = None):
+    """The started Prometheus process, or None when mode is off (or auto without the binary).
+    With tenants, the gateway's per-tenant series need the admin key, read from `admin_key_file`."""
     if mode == "off":
         return None
     binary = shutil.which("prometheus")
@@ -47,7 +49,7 @@ def start(config, gateway_port: int, mode: str, port: int, cache: Path = Path(".
     cache.mkdir(parents=True, exist_ok=True)
     scrape = cache / "prometheus.yml"
     workers = [t for t in worker_targets(config) if urlsplit(f"http://{t}").hostname in LOCAL_HOSTS]
-    scrape.write_text(render(f"127.0.0.1:{gateway_port}", workers))
+    scrape.write_text(render(f"127.0.0.1:{gateway_port}", workers, admin_key_file=admin_key_file))
     proc = subprocess.Popen([binary, f"--config.file={scrape}", f"--storage.tsdb.path={cache / 'data'}",
                              f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=7d",
                              "--log.level=warn"])

@@ -3,7 +3,7 @@
 Starts an embedded Redis (when the config names no Redis URL), one inference worker per
 distinct local worker URL in the config (`python -m backends.worker --model M --port P`, with
 the `tracing:` section as flags when it is on; remote URLs are left alone), the gateway on
-0.0.0.0:8080 with --workers processes, and Prometheus when its binary is installed. Waits for
+127.0.0.1:8080 (loopback only) with --workers processes, and Prometheus when its binary is installed. Waits for
 every /health, prints one line per part (role and URL), and one Ctrl-C (or SIGTERM) stops
 everything.
 """
@@ -37,6 +37,8 @@ def _args(argv=None) -> argparse.Namespace:
     parser.add_argument("--prometheus", choices=("auto", "on", "off"), default="auto",
                         help="also run Prometheus scraping the stack (auto: when the binary is installed)")
     parser.add_argument("--prometheus-port", type=int, default=9090)
+    parser.add_argument("--admin-key-file", default=None,
+                        help="a file holding the admin key: with tenants, Prometheus needs it for per-tenant series")
     return parser.parse_args(argv)
 
 
@@ -81,12 +83,13 @@ def main(argv=None) -> int:
             model, launch = workers[url]
             banner("worker", url, " ".join((model,) + launch))
         gateway = group.spawn("gateway", commands.gateway_processes(args.config, args.port, args.workers,
-                                                                    "0.0.0.0", redis_url), env=clean_env())
+                                                                    "127.0.0.1", redis_url), env=clean_env())
         if not wait_healthy(f"http://127.0.0.1:{args.port}", gateway, 60):
             print("gateway did not become healthy", file=sys.stderr)
             return 1
         try:
-            prometheus = start_prometheus(config, args.port, args.prometheus, args.prometheus_port)
+            prometheus = start_prometheus(config, args.port, args.prometheus, args.prometheus_port,
+                                          admin_key_file=args.admin_key_file)
         except PrometheusUnavailable as exc:
             print(exc, file=sys.stderr)
             return 1

@@ -1,8 +1,10 @@
 """Bounds on a JSON Schema before anything recursive (the meta-schema check, the worker's
-grammar compiler) reads it: depth, size, enum and pattern lengths, each named in the 400."""
+grammar compiler) reads it: depth, size, enum and pattern lengths, and patterns RE2 can run
+(schema_regex.py), each named in the 400."""
 from __future__ import annotations
 
 from .errors import bad_request
+from .schema_regex import re2_refusal
 
 MAX_DEPTH = 64           # nested objects and arrays (a schema level is two: the schema and `properties`)
 MAX_NODES = 20_000       # objects, arrays and values in one schema
@@ -40,6 +42,19 @@ def _check_keywords(node: dict, param: str, path: str) -> None:
     if isinstance(patterns, dict) and any(len(p) > MAX_PATTERN_CHARS for p in patterns):
         raise _too(param, f"has a patternProperties key longer than {MAX_PATTERN_CHARS} characters "
                           f"at '{_clip(path)}/patternProperties'")
+    if isinstance(pattern, str):
+        _check_re2(pattern, param, f"{path}/pattern")
+    for key in patterns if isinstance(patterns, dict) else ():
+        _check_re2(key, param, f"{path}/patternProperties")
+
+
+def _check_re2(pattern: str, param: str, where: str) -> None:
+    """Answers are matched in RE2 (linear time), so a pattern it cannot compile is refused here."""
+    reason = re2_refusal(pattern)
+    if reason is not None:
+        raise bad_request(f"'{param}' has a pattern {pattern!r} at '{_clip(where)}' that RE2 cannot run "
+                          f"({reason}): patterns may not use backreferences or lookaround",
+                          param=param, code="unsupported_pattern")
 
 
 def _clip(path: str) -> str:

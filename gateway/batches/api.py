@@ -10,9 +10,9 @@ import time
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
 
+from ..body import read_body
 from ..context import CTX, STATE
 from ..storage_quota import files_quota
 from .files import PURPOSE_INPUT, FileStore
@@ -170,7 +170,7 @@ def _window_s(window, most_h: int) -> int:
 async def create_batch(request: web.Request) -> web.Response:
     state, tenant, files, batches = _open(request)
     limits = state.config.batches
-    body = await read_json_object(request)
+    body = await read_body(request, state.config.limits.max_body_bytes)
     unknown = sorted(set(body) - BATCH_FIELDS)
     if unknown:
         raise bad_request(f"unsupported parameter(s) {unknown}", param=unknown[0], code="unsupported_parameter")

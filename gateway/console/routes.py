@@ -19,9 +19,9 @@ from pathlib import Path
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
 
+from ..body import read_body
 from ..context import CTX, STATE
 from ..explain import explain_route
 from .access import require_console_access
@@ -82,7 +82,7 @@ async def routing_json(request: web.Request) -> web.Response:
 async def route_json(request: web.Request) -> web.Response:
     state = request.app[STATE]
     admin = require_console_access(request, state)
-    body = await read_json_object(request)
+    body = await read_body(request, state.config.limits.max_body_bytes)
     prompt, model, tenant_name = body.get("prompt"), body.get("model", "auto"), body.get("tenant")
     if not isinstance(prompt, str) or not prompt.strip():
         raise bad_request("'prompt' must be a non-empty string", param="prompt")

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
+from ..body import read_bytes
 from ..context import STATE
 from ..policy_seam import OpenPolicy
 from .hotswap import version_of
@@ -98,9 +99,7 @@ async def upload_outcomes(request: web.Request) -> web.Response:
     state = request.app[STATE]
     _require_admin(request, state)
     monitor, limit = state.quality, state.config.limits.max_body_bytes
-    raw = await request.content.read(limit + 1)
-    if len(raw) > limit:
-        raise OpenAIError(413, f"outcome file over {limit} bytes: split it", code="body_too_large")
+    raw = await read_bytes(request, limit)
     try:
         share = float(request.query.get("heldout_share", monitor.config.heldout_share))
         if not 0 <= share <= 1:

@@ -35,6 +35,9 @@ TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it
 
 
+ADMIN_KEY = "sk-admin-chaos-key"  # /health names the workers only to it
+
+
 def key(tenant: str) -> str:
     return f"sk-{tenant}-chaos-key"
 
@@ -43,7 +46,8 @@ def key(tenant: str) -> str:
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("worker-chaos")
     s = Stack(tmp, lambda urls: [tier("small", 1, urls)], affinity={"enabled": False},
-              policy={"usage_log": {"dir": str(tmp / "usage"), "fsync": "always"}},
+              policy={"usage_log": {"dir": str(tmp / "usage"), "fsync": "always"},
+                      "admin_key_sha256": hash_key(ADMIN_KEY)},
               tenants={t: {"keys": [{"id": "k", "sha256": hash_key(key(t))}]} for t in TENANTS})
     s.usage_dir = tmp / "usage"
     yield s
@@ -56,7 +60,8 @@ def _get(url: str | urllib.request.Request) -> str:
 
 
 def _outstanding(stack) -> dict[str, int]:
-    return {url: b["outstanding"] for url, b in json.loads(_get(stack.url + "/health"))["backends"].items()}
+    health = urllib.request.Request(stack.url + "/health", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    return {url: b["outstanding"] for url, b in json.loads(_get(health))["backends"].items()}
 
 
 def _worker_state(url: str) -> dict[str, float]:

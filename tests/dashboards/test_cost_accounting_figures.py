@@ -184,7 +184,9 @@ async def running(tmp_path):
     gateway = subprocess.Popen(commands.gateway_processes(config, port, workers=2), cwd=ROOT, env=clean_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     scrape = tmp_path / "prometheus.yml"
-    scrape.write_text(render(f"127.0.0.1:{port}", [live.removeprefix("http://")], interval_s=1))
+    (tmp_path / "admin.key").write_text(ADMIN_KEY)  # per-tenant series need the admin key
+    scrape.write_text(render(f"127.0.0.1:{port}", [live.removeprefix("http://")], interval_s=1,
+                             admin_key_file=str(tmp_path / "admin.key")))
     prom = Prometheus(prometheus_binary(), scrape, tmp_path / "tsdb", free_port())
     try:
         yield type("Running", (), {"url": f"http://127.0.0.1:{port}", "prom": prom, "usage_dir": tmp_path / "usage",
@@ -254,7 +256,7 @@ async def test_cost_queries_match_the_usage_ledger(running):
         actual_micro, top_micro = _counterfactual(running.usage_dir)
         assert actual_micro == sum(ledger["spend"].values()) > 0 and top_micro > actual_micro
 
-        async with session.get(running.url + "/metrics") as response:
+        async with session.get(running.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as response:
             page = await response.text()
         parsed = _metrics_figures(page)
         _check_against_ledger(parsed, ledger, "/metrics")

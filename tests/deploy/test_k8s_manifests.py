@@ -1,8 +1,9 @@
 """deploy/k8s: every manifest parses, has the fields Kubernetes requires, and fits together:
-selectors match pods, Services reach named ports, probes hit /health, the ConfigMap's gateway
-config passes the gateway's own validation and points each tier at a Service in these
-manifests (or at the external vLLM endpoint), Redis persists (appendonly + PVC) and refuses writes
-when full rather than evicting, and file bodies live on a volume every gateway replica shares."""
+selectors match pods, Services reach named ports, probes hit /health, the Secret's gateway
+config (tenants and the admin key hash) passes the gateway's own validation and points each tier
+at a Service in these manifests (or at the external vLLM endpoint), the usage log is on a volume
+claim, Redis persists (appendonly + PVC) and refuses writes when full rather than evicting, and
+file bodies live on a volume every gateway replica shares."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,11 +13,12 @@ import pytest
 import yaml
 
 from gateway.config import parse_config
+from gateway.exposure import INSECURE_FLAG, refusal
 from gateway.quality.config import QualityConfig
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"
-API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1",
-                "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2", "PersistentVolumeClaim": "v1"}
+API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "PersistentVolumeClaim": "v1", "Service": "v1",
+                "Deployment": "apps/v1", "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2"}
 NAMESPACE = "tiergate"
 EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
 
@@ -46,11 +48,11 @@ def _containers(workload: dict) -> list[dict]:
 
 
 def _gateway_config() -> dict:
-    return yaml.safe_load(_one("ConfigMap", "tiergate-config")["data"]["tiergate.yaml"])
+    return yaml.safe_load(_one("Secret", "tiergate-config")["stringData"]["tiergate.yaml"])
 
 
 def test_every_document_has_kind_api_version_and_metadata():
-    assert {d["_file"] for d in DOCS} >= {"namespace.yaml", "configmap.yaml", "gateway.yaml", "redis.yaml",
+    assert {d["_file"] for d in DOCS} >= {"namespace.yaml", "config.yaml", "gateway.yaml", "redis.yaml",
                                          "workers.yaml"}
     seen = set()
     for doc in DOCS:
@@ -99,7 +101,7 @@ def test_gateway_and_workers_probe_health_on_their_http_port():
                 assert get["path"] == "/health" and get["port"] in port_names, (workload["metadata"]["name"], probe)
 
 
-def test_gateway_deployment_runs_replicas_with_the_configmap_and_an_hpa():
+def test_gateway_deployment_runs_replicas_with_the_config_secret_and_an_hpa():
     gateway = _one("Deployment", "tiergate-gateway")
     assert gateway["spec"]["replicas"] >= 2
     (container,) = _containers(gateway)
@@ -108,8 +110,7 @@ def test_gateway_deployment_runs_replicas_with_the_configmap_and_an_hpa():
     config_path = Path(command[command.index("--config") + 1])
     mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
     volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    config_map = _one("ConfigMap", volume["configMap"]["name"])
-    assert config_path.name in config_map["data"]
+    assert config_path.name in _one("Secret", volume["secret"]["secretName"])["stringData"]
     assert int(command[command.index("--port") + 1]) == container["ports"][0]["containerPort"]
     hpa = _one("HorizontalPodAutoscaler", "tiergate-gateway")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "tiergate-gateway"}
@@ -118,7 +119,7 @@ def test_gateway_deployment_runs_replicas_with_the_configmap_and_an_hpa():
 
 def test_configmap_gateway_config_is_valid_and_points_at_these_services():
     doc = _gateway_config()
-    config = parse_config(doc, "deploy/k8s/configmap.yaml")
+    config = parse_config(doc, "deploy/k8s/config.yaml")
     assert len(config.tiers) == 4
     assert "quality" in doc and config.quality == QualityConfig()  # on, with the documented defaults
     services = {f"{s['metadata']['name']}.{NAMESPACE}.svc.cluster.local": {p["port"] for p in s["spec"]["ports"]}
@@ -137,7 +138,7 @@ def test_configmap_gateway_config_is_valid_and_points_at_these_services():
 
 
 def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
-    config = parse_config(_gateway_config(), "deploy/k8s/configmap.yaml")
+    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
     for tier in config.tiers:
         url = urlsplit(tier.workers[0].url)
         if url.hostname == EXTERNAL_VLLM_HOST:
@@ -171,6 +172,15 @@ def _bytes(size: str) -> int:
     return int(size[:-len(unit)]) * units[unit]
 
 
+def _gateway_claim_at(path: str) -> tuple[dict, dict]:
+    """The gateway container's mount at `path` and the PersistentVolumeClaim behind it."""
+    gateway = _one("Deployment", "tiergate-gateway")
+    (container,) = _containers(gateway)
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
+    volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    return mount, _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+
+
 def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting():
     (container,) = _containers(_one("StatefulSet", "tiergate-redis"))
     args = container["args"]
@@ -179,10 +189,19 @@ def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting():
 
 
 def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
-    config = parse_config(_gateway_config(), "deploy/k8s/configmap.yaml")
+    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    mount, claim = _gateway_claim_at(config.batches.files_dir)
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and not mount.get("readOnly")
+
+
+def test_gateway_is_closed_by_default_and_keeps_its_usage_log():
+    """Tenants and the admin key hash come with the Secret, so the gateway (on 0.0.0.0 in its pod)
+    starts without --insecure-open; the usage log, the ledger's source of truth, is on a claim."""
+    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    assert config.policies.tenants and config.policies.admin_key_sha256
     gateway = _one("Deployment", "tiergate-gateway")
     (container,) = _containers(gateway)
-    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == config.batches.files_dir)
-    volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    claim = _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
-    assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and not mount.get("readOnly")
+    command = container["command"]
+    assert INSECURE_FLAG not in command and refusal(command[command.index("--host") + 1], config, False) is None
+    _, claim = _gateway_claim_at(config.policies.usage_log.dir)
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # every replica writes its own file there

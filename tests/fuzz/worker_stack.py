@@ -57,8 +57,8 @@ class WorkerStack(LiveStack):
                             timeout=timeout, port=port)
 
     def breakers(self) -> dict:
-        """Each worker's health and breaker as the gateway sees them."""
-        return self.request("GET", "/health").json()["backends"]
+        """Each worker's health and breaker as the gateway sees them (the admin key's view of /health)."""
+        return self.request("GET", "/health", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).json()["backends"]
 
     def all_closed(self) -> bool:
         return all(b["healthy"] and b["breaker"] == "closed" for b in self.breakers().values())

@@ -19,6 +19,7 @@ from tests.gateway.e2e_stack import MODEL, Stack, require_worker_module
 from tests.support import SHARED_REDIS, Pending, free_port, wait_until
 
 KEYS = {"alpha": "sk-alpha-test", "beta": "sk-beta-test", "limited": "sk-limited-test", "frugal": "sk-frugal-test"}
+ADMIN_KEY = "sk-admin-dropin-test"  # /metrics shows per-tenant series to it
 
 
 class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop the Redis keys) are Stack's
@@ -48,7 +49,7 @@ class DropinStack(Stack):  # start_gateway() and close() (stop processes, drop t
                 "aliases": {"text-embedding-3-small": "minilm", "claude-sonnet-4-6": "small"},
                 "redis": {"url": SHARED_REDIS, "key_prefix": self.prefix, "socket_timeout_s": 5},
                 "health": {"interval_s": 0.5, "timeout_s": 1.0}, "timeouts": {"connect_s": 1.0, "read_s": 60.0},
-                "policy": {"usage_log": {"dir": str(self.log_dir)}},
+                "policy": {"usage_log": {"dir": str(self.log_dir)}, "admin_key_sha256": hash_key(ADMIN_KEY)},
                 "tenants": {
                     "alpha": {"keys": [{"id": "main", "sha256": hash_key(KEYS["alpha"])}]},
                     "beta": {"keys": [{"id": "main", "sha256": hash_key(KEYS["beta"])}]},

@@ -7,14 +7,14 @@ import numpy as np
 import openai
 import pytest
 
-from tests.gateway.dropin_stack import module_stack
+from tests.gateway.dropin_stack import ADMIN_KEY, module_stack
 from tests.support.metrics import metric, scrape
 
 stack = module_stack("emb", chat=False)
 
 
 def _tokens_in(stack) -> float:
-    return metric(scrape(stack.url), "tiergate_tokens_total", default=0.0, tenant="beta", tier="minilm", direction="in")
+    return metric(scrape(stack.url, key=ADMIN_KEY), "tiergate_tokens_total", default=0.0, tenant="beta", tier="minilm", direction="in")
 
 
 def test_sdk_embeddings_default_base64_and_float(stack):

@@ -8,9 +8,12 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def scrape(base_url: str, timeout_s: float = 10) -> str:
-    """The /metrics page of the server at base_url (blocking: not for a server in this event loop)."""
-    with urllib.request.urlopen(base_url + "/metrics", timeout=timeout_s) as response:
+def scrape(base_url: str, timeout_s: float = 10, key: str | None = None) -> str:
+    """The /metrics page of the server at base_url (blocking: not for a server in this event loop);
+    per-tenant series are on it only for the admin `key` where tenants are configured."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(base_url + "/metrics", headers=headers),
+                                timeout=timeout_s) as response:
         return response.read().decode()
 
 

@@ -95,7 +95,7 @@ async def test_overview_figures_are_the_metrics_and_the_ledger(gateway, fakes, h
         return o if per_tier == served else None
 
     overview = await wait_for(rollup_complete, timeout_s=15)
-    async with http.get(gw.url + "/metrics") as r:
+    async with http.get(gw.url + "/metrics", headers=_bearer(ADMIN)) as r:
         found = promtext.samples(await r.text())
     totals = overview["totals"]
     # the in-process registry is shared by every test in this process: compare with /metrics as a whole

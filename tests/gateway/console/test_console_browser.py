@@ -89,7 +89,7 @@ def test_console_views_show_the_gateways_own_numbers(stack):
     from playwright.sync_api import sync_playwright
 
     served = _send_mixed_traffic(stack.url)
-    small = int(metric(scrape(stack.url), "tiergate_routed_requests_total", default=0.0, tier="small"))
+    small = int(metric(scrape(stack.url, key=ADMIN), "tiergate_routed_requests_total", default=0.0, tier="small"))
     assert small >= 1  # "small" was asked for by name once
     wait_until(lambda: _judged(stack.url) == small, timeout_s=120)  # every small answer re-asked and judged
     OUTPUT.mkdir(parents=True, exist_ok=True)
@@ -113,7 +113,7 @@ def test_console_views_show_the_gateways_own_numbers(stack):
             mix = {row[0]: row for row in page.eval_on_selector_all(
                 "#tier-mix tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")}
             page.screenshot(path=str(OUTPUT / "overview.png"), full_page=True)
-            found = scrape(stack.url, timeout_s=30)
+            found = scrape(stack.url, timeout_s=30, key=ADMIN)  # per-tenant series: the admin key's
             spend = metric(found, "tiergate_cost_usd_total")
             assert shown["requests"] == str(int(metric(found, "tiergate_requests_total")))
             assert shown["spend"] == f"{spend:.6f}" and spend > 0

@@ -1,0 +1,54 @@
+"""A request body read within the configured limit, counted as it arrives: aiohttp inflates a
+gzip, deflate or br body a bounded piece at a time into `request.content`, so reading stops
+at limit + 1 bytes however small the compressed body was. Callers authenticate first
+(`read_authenticated`: the cheapest refusal first, and nothing read for a caller without a key)."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from aiohttp import web
+
+from wire.errors import OpenAIError, parse_json_object
+
+PARSE_INLINE_BYTES = 1 << 20  # larger bodies are parsed on a thread, so the event loop keeps serving
+# aiohttp inflates as much as the reader asks for at once (and buffers twice that): ask in pieces.
+READ_PIECE = 1 << 16
+
+
+def too_large(limit: int) -> OpenAIError:
+    return OpenAIError(413, f"request body is larger than {limit} bytes (limits.max_body_bytes)",
+                       code="request_too_large")
+
+
+def refuse_declared_oversize(request: web.Request, limit: int) -> None:
+    """A 413 when the Content-Length alone (compressed, if it is) is over the limit: nothing read."""
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large(limit)
+
+
+async def read_bytes(request: web.Request, limit: int) -> bytes:
+    """The body, or a 413 as soon as more than `limit` bytes (decompressed) have arrived."""
+    refuse_declared_oversize(request, limit)
+    data = bytearray()
+    while chunk := await request.content.read(min(READ_PIECE, limit + 1 - len(data))):
+        data += chunk
+        if len(data) > limit:
+            raise too_large(limit)
+    return bytes(data)
+
+
+async def read_body(request: web.Request, limit: int) -> dict:
+    """The body as a JSON object within `limit` bytes, or a 413 / 400 that says what is wrong."""
+    raw = await read_bytes(request, limit)
+    if len(raw) > PARSE_INLINE_BYTES:
+        return await asyncio.to_thread(parse_json_object, raw)
+    return parse_json_object(raw)
+
+
+async def read_authenticated(request: web.Request, limit: int, authenticate: Callable[[], Any]) -> tuple[Any, dict]:
+    """(tenant, body): a declared size over the limit (413), then the key from the headers (401),
+    and only then the body."""
+    refuse_declared_oversize(request, limit)
+    tenant = authenticate()
+    return tenant, await read_body(request, limit)
