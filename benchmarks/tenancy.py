@@ -1,0 +1,33 @@
+"""What one tenant's key can take beyond its policy, measured as a client would, in one run.
+
+`python -m benchmarks.tenancy` runs each part on loopback (a gateway with tenants, fake upstreams,
+a private Redis where the part needs one) and prints one JSON object as its last line:
+- money (tenancy_money.py): hard-budget overshoot at 200-way concurrency as a ratio of one
+  request's reservation, free requests (a replayed x-request-id served but not billed), and
+  what reserving at admission adds to admit's p50;
+- climbs (tenancy_climbs.py): requests served by a tier outside the tenant's allowed tiers;
+- bomb (tenancy_bomb.py): peak RSS growth of a gateway process for a gzip bomb, with and
+  without a key, against its body limit.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from benchmarks import tenancy_bomb, tenancy_climbs, tenancy_money
+
+PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb}
+
+
+def main() -> None:
+    results: dict = {}
+    for name, part in PARTS.items():
+        started = time.perf_counter()
+        print(f"[tenancy] {name} ...", flush=True)
+        results[name] = part.measure()
+        print(f"[tenancy] {name}: {time.perf_counter() - started:.1f} s", flush=True)
+    print(json.dumps(results, separators=(",", ":")))
+
+
+if __name__ == "__main__":
+    main()
