@@ -35,7 +35,7 @@ class EngineCollector:
             yield metric
         yield from self._priorities(core.scheduler)
         yield from self._speculation(core.spec_stats)
-        yield from self._gpu_memory(core.runner)
+        yield from self.gpu_memory_metrics(core.runner)
 
     def _priorities(self, scheduler):
         for name, doc, values, family in (
@@ -51,7 +51,7 @@ class EngineCollector:
                 metric.add_metric([self.model, priority], value)
             yield metric
 
-    def _gpu_memory(self, runner):
+    def gpu_memory_metrics(self, runner):
         usage = gpu_memory(runner.model, runner.kv_caches)  # None on CPU: the family is absent there
         if usage is None:
             return

@@ -26,7 +26,7 @@ _SCAN_CHARS = 6000  # cue counts and regexes look at most at this much of the ta
 # regex runs only when one of its phrases' literal heads is in the text. This equals the
 # regex because no phrase contains, or starts with, a single-word match of its own cue
 # (tests/classifier/test_feature_rewrites.py checks it against the regexes).
-_CUES = {
+CUES = {
     "constraint": (["must", "should", "exactly", "without", "only", "include", "ensure", "avoid", "each", "every",
                     "under", "within", "format", "json", "table", "headings?", "requirements?"],
                    ["at least", "at most", "no more than"]),
@@ -46,14 +46,14 @@ _CUES = {
     "detail": (["detailed", "comprehensive", "thorough\\w*", "exhaustive", "full", "complete"],
                ["in detail", "in depth"]),
 }
-_CUE_WORD_RX = [re.compile("|".join(words)) for words, _ in _CUES.values()]
+_CUE_WORD_RX = [re.compile("|".join(words)) for words, _ in CUES.values()]
 # (cue index, first words, literal heads, regex) per cue with phrases; a head is the phrase
 # up to an optional trailing letter. Checking first words against the word set is cheaper
 # than searching the text for every head.
 _CUE_PHRASES = [(i, {re.match(r"[a-z]+", p)[0] for p in phrases},
                  [p.split("?")[0][:-1] if "?" in p else p for p in phrases],
                  re.compile(r"\b(?:" + "|".join(phrases) + r")\b"))
-                for i, (_, phrases) in enumerate(_CUES.values()) if phrases]
+                for i, (_, phrases) in enumerate(CUES.values()) if phrases]
 _PHRASE_FIRST_WORDS = frozenset().union(*(first for _, first, _, _ in _CUE_PHRASES))
 _WORD_RUN = re.compile(r"\w+")
 _NON_WORD = {c: " " for c in range(128) if not _WORD_RUN.fullmatch(chr(c))}  # ASCII -> word runs by split()
@@ -70,7 +70,7 @@ def _new_cue_word(word: str) -> tuple[int, ...]:
 
 def cue_counts(scan: str) -> list[int]:
     words = scan.translate(_NON_WORD).split() if scan.isascii() else _WORD_RUN.findall(scan)
-    counts = [0] * len(_CUES)
+    counts = [0] * len(CUES)
     found = list(map(_cue_hits.get, words))  # hot path in C: most words are cached misses, ()
     if None in found:
         found = [_new_cue_word(w) if h is None else h for w, h in zip(words, found)]
@@ -84,22 +84,22 @@ def cue_counts(scan: str) -> list[int]:
     return counts
 
 
-# _REQUESTED and _MATH_CHARS start with one character class (`\d\d{0,4}`, not `\d{1,5}`): re skips
+# REQUESTED and MATH_CHARS start with one character class (`\d\d{0,4}`, not `\d{1,5}`): re skips
 # to candidate characters in C instead of trying a match at every position (2-3x faster).
-_REQUESTED = re.compile(r"(\d\d{0,4})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
+REQUESTED = re.compile(r"(\d\d{0,4})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
 _UNIT_WORDS = {"w": 1, "p": 450, "s": 20, "b": 15, "i": 15, "e": 15}
 _LIST_LINE = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s")
 # Code characters, as `[{};=<>\[\]()]|```|::|->|=>` would count them: "->" is one match either
 # way (its ">" is in the class) and "=>" never matches (its "=" does), so str.count suffices.
 _CODE_CHARS, _CODE_RUNS = "{};=<>[]()", ("```", "::")
-_MATH_CHARS = re.compile(r"[0-9+\-*/^=<>](?:(?<=[0-9])[0-9.,]*)?")  # a number or one operator
+MATH_CHARS = re.compile(r"[0-9+\-*/^=<>](?:(?<=[0-9])[0-9.,]*)?")  # a number or one operator
 
 FEATURE_NAMES = [
     "log_chars_total", "log_chars_task", "log_words_task", "log_messages", "log_user_turns",
     "has_system", "log_system_chars", "log_assistant_chars", "log_questions", "log_lines",
     "log_list_items", "log_sentences", "log_code_fences", "code_char_density", "math_char_density",
     "non_ascii_ratio", "avg_word_len", "log_requested_words",
-] + [f"log_cue_{name}" for name in _CUES]
+] + [f"log_cue_{name}" for name in CUES]
 N_STRUCTURAL = len(FEATURE_NAMES)  # numeric columns before the static vector
 FEATURE_NAMES += [f"static_{i}" for i in range(static_vectors.DIMS)]
 
@@ -110,7 +110,7 @@ def code_chars(text: str) -> int:
 
 def _requested_words(text: str) -> float:
     total = 0
-    for number, unit in _REQUESTED.findall(text):
+    for number, unit in REQUESTED.findall(text):
         total = max(total, int(number) * _UNIT_WORDS.get(unit[0], 1))
     return math.log1p(total)
 
@@ -133,7 +133,7 @@ def extract(messages: list[dict] | None = None, prompt: str | None = None) -> tu
         math.log1p(len(_LIST_LINE.findall(task[:_SCAN_CHARS]))),
         math.log1p(scan.count(". ") + scan.count("? ") + 1), math.log1p(task.count("```")),
         code_chars(task[:_SCAN_CHARS]) / min(n_chars, _SCAN_CHARS),
-        len(_MATH_CHARS.findall(scan)) / max(len(scan), 1),
+        len(MATH_CHARS.findall(scan)) / max(len(scan), 1),
         non_ascii / n_chars, len(norm_task) / words, _requested_words(scan),
     ] + [math.log1p(n) for n in cue_counts(scan)]
     numeric = np.concatenate([np.asarray(values, dtype=np.float32), static_vectors.packaged().embed(task)])

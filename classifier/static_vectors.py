@@ -52,8 +52,8 @@ class StaticVectors:
     def __init__(self, table: np.ndarray):
         self._table = table.astype(np.float32)
         # zero rows are tokens model2vec dropped ([UNK], unused slots): left out of the mean
-        self._known = np.any(self._table != 0, axis=1)
-        self._tok = minilm_tokenizer()
+        self.known = np.any(self._table != 0, axis=1)
+        self.tokenizer = minilm_tokenizer()
         self._word_ids = self._whole_word_ids()
 
     @property
@@ -65,14 +65,14 @@ class StaticVectors:
         maps a word that is itself in the vocabulary to that one id, and lower-case ASCII passes
         the normaliser unchanged. Without this, a first-seen word calls the tokenizer (~15 us),
         which made long prompts of new words the slowest 1% of requests."""
-        return {token: ((i,) if self._known[i] else ()) for token, i in self._tok.get_vocab().items()
+        return {token: ((i,) if self.known[i] else ()) for token, i in self.tokenizer.get_vocab().items()
                 if token.isascii() and PIECES.fullmatch(token) and token == token.lower()}
 
     def _new_word(self, word: str) -> tuple[int, ...]:
         if len(self._word_ids) >= _CACHE_LIMIT:
             self._word_ids = self._whole_word_ids()
-        found = self._tok.encode(word, add_special_tokens=False).ids
-        ids = self._word_ids[word] = tuple(i for i in found if self._known[i])
+        found = self.tokenizer.encode(word, add_special_tokens=False).ids
+        ids = self._word_ids[word] = tuple(i for i in found if self.known[i])
         return ids
 
     def token_ids(self, text: str) -> list[int]:

@@ -9,15 +9,17 @@ from wire.errors import OpenAIError
 
 from . import dropin, explain, handlers
 from .body import READ_PIECE
-from .context import CTX, MODEL, OVERHEAD, STATE, TIER, RequestContext, credentials
+from .context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
 from .batches import api as batches_api
+from .batches.runner import BatchRunner
 from .console import routes as console
 from .handlers import TENANT
 from .metrics import METRICS
 from .openapi import openapi_endpoint
 from .quality import api as quality_api
 from .server_errors import GatewayRunner
-from .state import GatewayState
+from .shutdown import finish_within
+from .state import STATE, GatewayState
 
 _UNMETERED = {"/metrics", "/health"}
 
@@ -74,9 +76,13 @@ def build_app(state: GatewayState) -> web.Application:
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
     console.add_routes(app)  # /console and its JSON
 
+    batches = BatchRunner(state, handlers.serve)  # batch lines go through the one request path
+
     async def lifecycle(app: web.Application):
         await state.start()
+        batches.start()
         yield
+        await finish_within("the batch runner", batches.stop())
         await state.stop()
 
     app.cleanup_ctx.append(lifecycle)

@@ -1,20 +1,16 @@
 """Per-request bookkeeping that never changes once the request arrives (its id, its start time
 and its trace span), the x-tiergate-* headers an answer carries, built from what it came to,
-and the typed keys under which the aiohttp app holds the process state and each request its
-context."""
+and the typed key under which each request holds its context (the process state's key is
+with the state, state.py)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from webwire.errors import bounded_client_id, new_request_id
 from webwire.tracing import current_span
-
-if TYPE_CHECKING:  # state.py imports the batch runner, which serves lines through handlers
-    from .state import GatewayState
 
 TIER, MODEL, BACKEND, OVERHEAD = "x-tiergate-tier", "x-tiergate-model", "x-tiergate-backend", "x-tiergate-overhead-ms"
 CLIENT_REQUEST_ID = "x-client-request-id"
@@ -47,7 +43,6 @@ class RequestContext:
         return headers
 
 
-STATE: web.AppKey[GatewayState] = web.AppKey("tiergate_state")
 CTX = web.RequestKey("tiergate_ctx", RequestContext)
 
 

@@ -19,9 +19,10 @@ from wire.responses_request import responses_to_chat
 from wire.sse import named_event
 
 from . import response_store
-from .context import STATE, credentials
+from .context import credentials
 from .handlers import TENANT, count_refusal, generate
 from .body import read_authenticated
+from .state import STATE
 
 
 def _frames(events) -> bytes:

@@ -1,19 +1,15 @@
 """/v1/route: the decision for a request without generating it (the console's explorer asks too)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 
-from .context import CTX, STATE, RequestContext, credentials
+from .context import CTX, RequestContext, credentials
 from .config import Config
 from .body import read_authenticated
 from .request import max_tokens_asked, parse
 from .routing import plan_route
+from .state import STATE, GatewayState
 from .upstream import choose
-
-if TYPE_CHECKING:
-    from .state import GatewayState
 
 
 async def route_dry_run(request: web.Request) -> web.Response:

@@ -6,7 +6,6 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -15,7 +14,7 @@ from wire.errors import OpenAIError, bad_request
 
 from . import metrics
 from .admin_view import sees_everything
-from .context import CTX, STATE, RequestContext, credentials
+from .context import CTX, RequestContext, credentials
 from .config import AUTO, Config
 from .embeddings_route import plan_embeddings_route
 from .conclude import Admitted, Sinks, conclude
@@ -24,9 +23,7 @@ from .request import GatewayRequest, max_tokens_asked, parse
 from .policy_seam import OpenPolicy
 from .relay import Delivery, relay
 from .routing import plan_route
-
-if TYPE_CHECKING:
-    from .state import GatewayState
+from .state import STATE, GatewayState
 
 # The tenant an answer was served to, for the per-request metric (app.py); a refusal carries none.
 TENANT = web.ResponseKey("tiergate_tenant", str)

@@ -3,22 +3,41 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from policies.decision import Decision, RouteRequest, Signal
 from webwire.tracing import span, traced
-from wire.capabilities import needs_of
+from wire.capabilities import Capabilities, needs_of
 from wire.errors import OpenAIError, bad_request
 from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
 from .affinity import prefix_keys
-from .classify import Classification
+from .classify import Classification, Classifier
 from .config import AUTO, Config, Tier
 from .metrics import METRICS
+from .policy_seam import PolicyService
 
-if TYPE_CHECKING:
-    from .state import GatewayState
+
+class QualityShift(Protocol):
+    def threshold_shift(self) -> dict[int, float]: ...
+
+
+class Router(Protocol):
+    """What routing reads of the process (the state has it all): the classifier, the policy,
+    each tier's capabilities and the quality monitor's threshold shift."""
+
+    @property
+    def classifier(self) -> Classifier: ...
+
+    @property
+    def policy(self) -> PolicyService: ...
+
+    @property
+    def capabilities(self) -> dict[str, Capabilities]: ...
+
+    @property
+    def quality(self) -> QualityShift: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +78,7 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
 
 
 @traced("classify")
-def _classify(state: GatewayState, parsed: ChatRequest | CompletionRequest) -> Classification:
+def _classify(state: Router, parsed: ChatRequest | CompletionRequest) -> Classification:
     started = time.perf_counter()
     if isinstance(parsed, ChatRequest):
         classification = state.classifier.classify(parsed.messages, None)
@@ -70,13 +89,13 @@ def _classify(state: GatewayState, parsed: ChatRequest | CompletionRequest) -> C
     return classification
 
 
-def _signal(state: GatewayState, c: Classification) -> Signal:
+def _signal(state: Router, c: Classification) -> Signal:
     shift = state.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
                   thresholds=c.thresholds, quality_shift=shift or None)
 
 
-def plan_route(state: GatewayState, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
+def plan_route(state: Router, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
                max_tokens: int, explain: bool = False) -> Route:
     """The route for a parsed request; `max_tokens` is what it may generate (asked or default)."""
     requested = parsed.model
@@ -104,7 +123,7 @@ def plan_route(state: GatewayState, config: Config, tenant, parsed: ChatRequest 
                  escalation_path=path)
 
 
-def _check_token_ids(state: GatewayState, config: Config, tier: Tier, path: tuple[Tier, ...],
+def _check_token_ids(state: Router, config: Config, tier: Tier, path: tuple[Tier, ...],
                      parsed: ChatRequest | CompletionRequest) -> None:
     """Token ids the request names must exist in every tier it may reach (its own, and those a
     failover escalates to), as far as their workers' cards state a vocabulary."""

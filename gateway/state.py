@@ -14,9 +14,9 @@ import time
 from functools import partial
 
 import aiohttp
+from aiohttp import web
 
 from .affinity import AffinityIndex
-from .batches.runner import BatchRunner
 from .classify import Classifier, ClassifierSlot, load_classifier
 from .config import Config, ConfigError, load_config
 from .console.activity import ActivityLog
@@ -54,7 +54,6 @@ class GatewayState:
         self._config_mtime = self._mtime()
         self.quality = QualityMonitor(lambda: self.config, self.classifiers, partial(open_upstream, self))
         self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
-        self.batches = BatchRunner(self)
 
     @property
     def classifier(self) -> Classifier:
@@ -90,8 +89,6 @@ class GatewayState:
             self._tasks.append(asyncio.create_task(self.activity.run()))
         if self.redis is not None:
             self._tasks.append(asyncio.create_task(self._replay_settles()))
-        if self.redis is not None and self.config.batches.enabled:
-            self._tasks.append(asyncio.create_task(self.batches.run()))
         if self.config_path:
             self._tasks.append(asyncio.create_task(self._watch_config()))
             try:
@@ -100,8 +97,6 @@ class GatewayState:
                 pass
 
     async def stop(self) -> None:
-        # lines in flight are cut and run again by whoever resumes the batch
-        await finish_within("the batch runner", self.batches.stop())
         await finish_within("the quality monitor", self.quality.stop())
         for task in self._tasks:
             task.cancel()
@@ -192,3 +187,7 @@ class GatewayState:
         backend.healthy = healthy
         if not healthy:
             backend.capabilities = None  # read again when it is back: it may be another build
+
+
+# where the aiohttp app holds the process state (app.py sets it; handlers read it)
+STATE = web.AppKey("tiergate_state", GatewayState)

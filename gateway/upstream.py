@@ -17,21 +17,20 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Protocol
+from typing import Awaitable, Protocol
 
 import aiohttp
 
 from wire.errors import OpenAIError
 
+from .affinity import AffinityIndex
 from .config import Config, Tier
 from .metrics import METRICS
-from .pool import Backend
+from .pool import Backend, Pools
 from .request import max_tokens_on
+from .retry_budget import RetryBudget
 from .routing import Route
 from .trace_spans import upstream_attempt
-
-if TYPE_CHECKING:
-    from .state import GatewayState
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
@@ -86,6 +85,26 @@ class Ask:
         return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+class Upstreams(Protocol):
+    """What opening an upstream reads of the process (the state has it all): the pools, the
+    affinity index, the retry budget, and the HTTP session with its timeout."""
+
+    @property
+    def pools(self) -> Pools: ...
+
+    @property
+    def affinity(self) -> AffinityIndex: ...
+
+    @property
+    def retry_budget(self) -> RetryBudget: ...
+
+    @property
+    def session(self) -> aiohttp.ClientSession | None: ...
+
+    @property
+    def client_timeout(self) -> aiohttp.ClientTimeout: ...
+
+
 class Opener(Protocol):
     """open_upstream with the process's pools, affinity index and HTTP session already bound:
     what the quality monitor's re-asks get instead of the whole GatewayState."""
@@ -98,7 +117,7 @@ def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
         METRICS.affinity.labels(tier.name, "miss" if result == "none" else result).inc()
 
 
-async def choose(state: GatewayState, config: Config, route: Route, tier: Tier, tried: set[str]):
+async def choose(state: Upstreams, config: Config, route: Route, tier: Tier, tried: set[str]):
     """The pool's pick for this tier, with the affinity index consulted (read only)."""
     keys = route.keys_for(tier, config)
     preferred = await state.affinity.lookup(keys, config.redis) if keys else None
@@ -106,7 +125,7 @@ async def choose(state: GatewayState, config: Config, route: Route, tier: Tier, 
     return pick, keys
 
 
-async def open_upstream(state: GatewayState, config: Config, ask: Ask, attempts: Attempts | None = None) -> Opened:
+async def open_upstream(state: Upstreams, config: Config, ask: Ask, attempts: Attempts | None = None) -> Opened:
     """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
     gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
     a second worker answers: success convicts the first worker, the same status again acquits
@@ -198,7 +217,7 @@ def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error
                        code="upstream_unavailable", headers={"Retry-After": retry_after})
 
 
-async def _send(state: GatewayState, attempts: Attempts, tier: Tier, backend: Backend, path: str, payload: bytes,
+async def _send(state: Upstreams, attempts: Attempts, tier: Tier, backend: Backend, path: str, payload: bytes,
                 headers: dict, stream: bool) -> Opened:
     """One attempt on one worker: its whole answer (or a stream's first bytes), or the failure."""
     backend.on_pick(time.monotonic())

@@ -118,7 +118,7 @@ class PolicyService:
         return now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
 
     # -- Redis with a fail mode ------------------------------------------------------------------
-    async def _redis(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def call_redis(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         if time.monotonic() < self.replica.redis_down_until:
             raise RedisUnavailable(operation)
         waiting_for_pool = [False]
@@ -165,7 +165,7 @@ class PolicyService:
                                   int(self.access.reservation_ttl_s * 1000))
         admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id)
         try:
-            result = await self._redis("admit", lambda: self.store.admit(tenant, member, charge, day, month,
+            result = await self.call_redis("admit", lambda: self.store.admit(tenant, member, charge, day, month,
                                                                          reservation))
         except RedisUnavailable as unavailable:
             if self.config.on_redis_error == "closed" or isinstance(unavailable, RedisFull):
@@ -233,7 +233,7 @@ class PolicyService:
             usage_source=usage_source)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
-            counted, day_spend, month_spend = await self._redis(
+            counted, day_spend, month_spend = await self.call_redis(
                 "settle", lambda: self.store.settle(tenant, record, admission.charged_tokens, token,
                                                     admission.request_id))
         except RedisUnavailable:
@@ -264,7 +264,7 @@ class PolicyService:
         while pending and booked < limit:
             tenant, record, token = item = pending.popleft()  # popped first: concurrent replays share the queue
             try:  # same token: if the original attempt did reach Redis, this is a no-op
-                await self._redis("replay", lambda: self.store.settle(
+                await self.call_redis("replay", lambda: self.store.settle(
                     tenant, record, record.prompt_tokens + record.completion_tokens, token, record.request_id))
             except RedisUnavailable:
                 pending.appendleft(item)
@@ -284,7 +284,7 @@ class PolicyService:
         dates = [(now - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
         names = list(self.config.tenants) if tenant.is_admin else [tenant.name]
         try:
-            reports = [await self._redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m")))
+            reports = [await self.call_redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m")))
                        for n in names]
         except RedisUnavailable:
             raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",

@@ -106,7 +106,7 @@ class DecodeGraphRunner:
         if continuing:
             self._advance(seqs)
         else:
-            input_ids, positions, meta, _, _ = self.runner._metadata(scheduled, {})
+            input_ids, positions, meta, _, _ = self.runner.step_inputs(scheduled, {})
             self._fill(batch, bucket, input_ids[0], positions[0], meta)
             self.fed_positions = [seq.num_computed_tokens for seq in seqs]
             self.row_blocks = [len(seq.block_table) for seq in seqs]

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .quantize import Int4Linear, Kernel, int4_kernel
+from .quantize import Int4Linear, Kernel, layer_int4_kernel
 
 log = logging.getLogger("tiergate.int4_checkpoints")
 METHODS = ("awq", "gptq")
@@ -134,10 +134,10 @@ def _set_tensor(model: nn.Module, key: str, tensor: torch.Tensor, dtype: torch.d
         return False
     if tensor.is_floating_point():
         tensor = tensor.to(dtype)
-    if name in module._parameters:
-        module._parameters[name] = nn.Parameter(tensor, requires_grad=False)
-    elif name in module._buffers:
-        module._buffers[name] = tensor
+    if name in dict(module.named_parameters(recurse=False)):
+        setattr(module, name, nn.Parameter(tensor, requires_grad=False))
+    elif name in dict(module.named_buffers(recurse=False)):
+        setattr(module, name, tensor)  # nn.Module keeps it a buffer, persistent or not as it was
     else:
         return False
     return True
@@ -187,16 +187,14 @@ def _replace_linear(model: nn.Module, prefix: str, fmt: Int4Format, parts: dict[
                     device: torch.device) -> None:
     """The layer's int4 codes in place of its nn.Linear, packed for the kernel it runs on `device`:
     on the GPU for tinygemm (its packer runs there only), else on the CPU (the model moves later)."""
-    from .layerwise import int4_from_codes  # layerwise imports the runner, which imports this module
-
     linear = model.get_submodule(prefix)
     codes, scales, mins = unpack_layer(fmt, parts)
     if not isinstance(linear, nn.Linear) or codes.shape != (linear.out_features, linear.in_features):
         raise ValueError(f"{prefix}: int4 weights {tuple(codes.shape)} do not fit the model's {linear}")
-    kernel = int4_kernel(device, linear.in_features, linear.out_features, fmt.group_size, linear.weight.dtype)
+    kernel = layer_int4_kernel(linear, fmt.group_size, device=device)
     where = device if kernel == Kernel.TINYGEMM else torch.device("cpu")
     owner, _, name = prefix.rpartition(".")
-    layer = int4_from_codes(linear, codes.to(where), scales.to(where), mins.to(where), fmt.group_size, kernel,
+    layer = Int4Linear.from_codes(linear, codes.to(where), scales.to(where), mins.to(where), fmt.group_size, kernel,
                             bias=parts.get("bias"))
     setattr(model.get_submodule(owner), name, layer)
 

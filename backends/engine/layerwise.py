@@ -4,8 +4,8 @@ A 70B model's bf16 weights (140 GB) fit no single GPU, but its int4 codes (about
 their scales) do; so the model is made as a skeleton on the meta device, and each decoder
 layer is then given int4 codes and scales straight on the target device, its other weights
 (norms) in the model's dtype. Peak memory is the finished model plus one layer's transients.
-`int4_from_codes` is the reusable step: a meta nn.Linear replaced by an Int4Linear from given
-codes, scales and mins (a pre-quantised checkpoint would feed its own). `random_int4_model`
+Each meta nn.Linear is replaced by `Int4Linear.from_codes` (quantize.py), the step a
+pre-quantised checkpoint feeds its own codes to (int4_checkpoints.py); `random_int4_model`
 feeds random codes, for throughput runs of real shapes (benchmarks/engine_models.py).
 """
 from __future__ import annotations
@@ -17,31 +17,11 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from .model_runner import ATTN_IMPLEMENTATION
-from .quantize import Int4Linear, Kernel, int4_kernel
+from .quantize import Int4Linear, Kernel, layer_int4_kernel
 
 INIT_STD = 0.02  # the std of the dense weights (embeddings, LM head) a random model gets
 # random codes q in 0..15 read w = (q - 8) * scale, so w's std is about 4.6 scales: ~0.02
 RANDOM_SCALE = 0.004
-
-
-def int4_from_codes(linear: nn.Linear, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
-                    group_size: int, kernel: Kernel | None = None, bias: torch.Tensor | None = None) -> Int4Linear:
-    """The Int4Linear that takes `linear`'s place (a meta or real nn.Linear: only its shape, dtype
-    and bias are read; codes [n, k], scales and mins [n, k / group] on the target device). `bias`
-    (a checkpoint's own) replaces the linear's; `kernel` as quantize.int4_kernel's `asked`."""
-    if codes.shape != (linear.out_features, linear.in_features):
-        raise ValueError(f"codes of shape {tuple(codes.shape)} do not fit a "
-                         f"[{linear.out_features}, {linear.in_features}] layer")
-    if bias is not None:
-        bias = bias.detach().float().to(codes.device)
-    elif linear.bias is not None:  # a meta bias has no values: zeros, as a random model's biases
-        bias = torch.zeros(linear.out_features, device=codes.device) if linear.bias.is_meta \
-            else linear.bias.detach().float().to(codes.device)
-    return Int4Linear(codes, scales, mins, group_size, bias, _kernel(linear, codes.device, group_size, kernel))
-
-
-def _kernel(linear: nn.Linear, device: torch.device, group_size: int, asked: Kernel | None) -> Kernel:
-    return int4_kernel(device, linear.in_features, linear.out_features, group_size, linear.weight.dtype, asked)
 
 
 def meta_skeleton(config: PretrainedConfig, dtype: torch.dtype,
@@ -56,12 +36,12 @@ def meta_skeleton(config: PretrainedConfig, dtype: torch.dtype,
 
 def _random_int4(linear: nn.Linear, group_size: int, kernel: Kernel | None, device: torch.device,
                  generator: torch.Generator) -> Int4Linear:
-    kernel = _kernel(linear, device, group_size, kernel)
+    kernel = layer_int4_kernel(linear, group_size, kernel, device)
     shape, groups = (linear.out_features, linear.in_features), (linear.out_features, linear.in_features // group_size)
     code_dtype = torch.int32 if kernel == Kernel.ATEN else torch.uint8  # aten's packer takes int32 only
     codes = torch.randint(0, 16, shape, dtype=code_dtype, device=device, generator=generator)
     scales = RANDOM_SCALE * (0.5 + torch.rand(groups, device=device, generator=generator))
-    return int4_from_codes(linear, codes, scales, -8 * scales, group_size, kernel)
+    return Int4Linear.from_codes(linear, codes, scales, -8 * scales, group_size, kernel)
 
 
 def _materialize_rest(module: nn.Module, device: torch.device, dtype: torch.dtype, generator: torch.Generator) -> None:

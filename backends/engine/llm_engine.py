@@ -17,6 +17,7 @@ from .device import resolve_device, resolve_dtype
 from .grammar import GrammarCompiler
 from .length_guard import LengthGuard
 from .gpu_fit import load_fitting
+from .int4_checkpoints import checkpoint_int4_layers
 from .model_runner import ModelRunner, load_model
 from .plans import Decode, ExecutionPlan
 from .quantize import quantize_model
@@ -75,7 +76,8 @@ class LLMEngine:
                                  config.quant_group_size, config.gpu_memory_utilization)
         elif model.device != device:
             model.to(device)
-        quantize_model(model, config)  # in place, once; a no-op without config.quantization
+        from_checkpoint = checkpoint_int4_layers(model, config.quantization)  # refuses int8 on such a model
+        quantize_model(model, config, from_checkpoint)  # in place, once; a no-op without config.quantization
         self.model = model
         self.tokenizer = tokenizer
         model_limit = getattr(model.config.get_text_config(), "max_position_embeddings", DEFAULT_MAX_MODEL_LEN)

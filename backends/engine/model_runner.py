@@ -133,9 +133,9 @@ class ModelRunner:
                 capture=self.plan.capture if self.plan.decode == Decode.GRAPHS else None)
         if self.plan.decode == Decode.COMPILED:
             self.compiled = CompiledDecode(model, pad_block=0)
-            self.compiled.warm_up(self._dummy_decode)
+            self.compiled.warm_up(self.dummy_decode)
 
-    def _dummy_decode(self, batch: int, blocks: int) -> None:
+    def dummy_decode(self, batch: int, blocks: int) -> None:
         """A decode step of `batch` one-token sequences with `blocks` blocks each, all block 0
         (a free block's content is never read before a real token overwrites it)."""
         seqs = [Sequence([0, 0], SamplingParams()) for _ in range(batch)]
@@ -175,7 +175,7 @@ class ModelRunner:
         element = torch.finfo(self.kv_dtype).bits // 8
         return 2 * self.num_layers * self.block_size * self.kv_heads * self.head_dim * element
 
-    def _metadata(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]):
+    def step_inputs(self, scheduled: list[tuple[Sequence, int]], drafts: dict[int, list[int]]):
         """Flatten the step into one batch. A sequence with draft tokens feeds its next token
         plus the drafts, and gets logits at every one of those positions (to verify them)."""
         input_ids: list[int] = []
@@ -238,12 +238,12 @@ class ModelRunner:
             # a decode feeds a sequence's last token: one token, and its logits are needed
             decodes = [i for i, (seq, n) in enumerate(scheduled) if n == 1 and seq.num_computed_tokens + 1 == seq.num_tokens]
             if len(decodes) == len(scheduled):
-                input_ids, positions, meta, _, rows = self._metadata(scheduled, {})
+                input_ids, positions, meta, _, rows = self.step_inputs(scheduled, {})
                 self._bind_pool()
                 return self.compiled(input_ids, positions, meta).float(), rows
             if decodes:
                 return self._split_step(scheduled, decodes)
-        input_ids, positions, meta, logit_index, rows = self._metadata(scheduled, drafts or {})
+        input_ids, positions, meta, logit_index, rows = self.step_inputs(scheduled, drafts or {})
         keep = torch.tensor(logit_index, dtype=torch.long)
         if self.plan.moves_inputs:
             input_ids, positions, keep, meta = (input_ids.to(self.device), positions.to(self.device),

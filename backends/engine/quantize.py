@@ -123,7 +123,7 @@ class Int4Linear(nn.Module):
     @classmethod
     def from_linear(cls, linear: nn.Linear, group_size: int, kernel: Kernel | None = None) -> "Int4Linear":
         codes, scales_and_zeros = quantize_int4(linear.weight, group_size)
-        kernel = kernel or _layer_int4_kernel(linear, group_size, None)
+        kernel = kernel or layer_int4_kernel(linear, group_size, None)
         return cls(codes, *scales_and_mins(scales_and_zeros), group_size, _bias(linear), kernel)
 
     @classmethod
@@ -134,6 +134,22 @@ class Int4Linear(nn.Module):
             raise ValueError(f"Q4_1 blocks of shape {tuple(codes.shape)} do not fit a {tuple(linear.weight.shape)} layer")
         device = linear.weight.device
         return cls(codes.to(device), d.to(device), m.to(device), Q4_1_GROUP, _bias(linear), kernel)
+
+    @classmethod
+    def from_codes(cls, linear: nn.Linear, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
+                   group_size: int, kernel: Kernel | None = None, bias: torch.Tensor | None = None) -> "Int4Linear":
+        """Given codes [n, k], scales and mins [n, k / group] (on the target device) in place of
+        `linear`, a meta or real nn.Linear of which only the shape, dtype and bias are read. `bias`
+        (a checkpoint's own) replaces the linear's; `kernel` as layer_int4_kernel's `asked`."""
+        if codes.shape != (linear.out_features, linear.in_features):
+            raise ValueError(f"codes of shape {tuple(codes.shape)} do not fit a "
+                             f"[{linear.out_features}, {linear.in_features}] layer")
+        if bias is not None:
+            bias = bias.detach().float().to(codes.device)
+        elif linear.bias is not None:  # a meta bias has no values: zeros, as a random model's biases
+            bias = torch.zeros(linear.out_features, device=codes.device) if linear.bias.is_meta \
+                else linear.bias.detach().float().to(codes.device)
+        return cls(codes, scales, mins, group_size, bias, layer_int4_kernel(linear, group_size, kernel, codes.device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == Kernel.TRITON:
@@ -233,8 +249,10 @@ def _bias(linear: nn.Linear) -> torch.Tensor | None:
     return None if linear.bias is None else linear.bias.detach().float().clone()
 
 
-def _layer_int4_kernel(linear: nn.Linear, group_size: int, asked: Kernel | None) -> Kernel:
-    return int4_kernel(linear.weight.device, linear.in_features, linear.out_features, group_size,
+def layer_int4_kernel(linear: nn.Linear, group_size: int, asked: Kernel | None = None,
+                      device: torch.device | None = None) -> Kernel:
+    """int4_kernel for `linear`'s shape and dtype, on `device` (a meta linear's target), else its own."""
+    return int4_kernel(device or linear.weight.device, linear.in_features, linear.out_features, group_size,
                        linear.weight.dtype, asked)
 
 
@@ -269,7 +287,7 @@ def quantize_linears(model: nn.Module, method: str, group_size: int = 32, lm_hea
                     continue
                 blocks = (gguf_blocks or {}).get(f"{parent_name}.{name}" if parent_name else name)
                 layer_kernel = int8_kernel(family) if method == "int8" and blocks is None else \
-                    _layer_int4_kernel(child, group_size, asked)
+                    layer_int4_kernel(child, group_size, asked)
                 if blocks is not None:
                     replacement = Int4Linear.from_q4_1(child, blocks, layer_kernel)
                     counts["from_gguf"] += 1
@@ -351,12 +369,10 @@ def attach_dense_head(model: nn.Module) -> bool:
     return True
 
 
-def quantize_model(model: nn.Module, config) -> dict:
+def quantize_model(model: nn.Module, config, from_checkpoint: int) -> dict:
     """Quantize `model` in place as `config` (an EngineConfig) says; no-op without quantization.
-    A model from an AWQ / GPTQ folder (int4_checkpoints.py) keeps its int4 layers as they are."""
-    from backends.engine.int4_checkpoints import checkpoint_int4_layers  # it builds on this module's layers
-
-    from_checkpoint = checkpoint_int4_layers(model, config.quantization)  # refuses int8 on such a model
+    `from_checkpoint`: the int4 layers a model from an AWQ / GPTQ folder came with
+    (int4_checkpoints.checkpoint_int4_layers), which it keeps as they are."""
     if not config.quantization and not from_checkpoint:
         return {"quantized": 0, "kept": 0, "lm_head": False}
     if from_checkpoint:  # its own codes and group size; the head stays as the checkpoint has it

@@ -13,7 +13,8 @@ from redis.exceptions import RedisError
 from wire.errors import OpenAIError, bad_request
 
 from ..body import read_body
-from ..context import CTX, STATE
+from ..context import CTX
+from ..state import STATE
 from ..storage_quota import files_quota
 from .files import PURPOSE_INPUT, FileStore
 from .jsonl import ENDPOINTS, check_endpoint, read_lines

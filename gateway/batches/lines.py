@@ -8,17 +8,27 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Awaitable, Protocol
+
+from aiohttp import web
 
 from wire.errors import OpenAIError
 
 from ..context import RequestContext
-from ..handlers import serve
 from .jsonl import ENDPOINTS, BatchLine
 
 log = logging.getLogger(__name__)
 BATCH = "batch"
 # Answers that say "not now" rather than "not this request": the line is tried again later.
 TRANSIENT = (429, 502, 503, 504)
+
+
+class Serve(Protocol):
+    """The one request path (handlers.serve), as a batch line goes through it; the app hands it
+    to the runner, so the batches package never imports the handlers."""
+
+    def __call__(self, state, config, ctx: RequestContext, tenant, kind: str, body: dict, *,
+                 priority: str | None = None, gate=None) -> Awaitable[web.StreamResponse]: ...
 
 
 class TryLater(Exception):
@@ -58,7 +68,7 @@ def _tokens(body: dict) -> tuple[int, int]:
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
-async def run_line(state, tenant, batch_id: str, index: int, line: BatchLine, gate) -> LineResult:
+async def run_line(serve: Serve, state, tenant, batch_id: str, index: int, line: BatchLine, gate) -> LineResult:
     """The line's result; raises TryLater for a rate limit, a spent budget or no worker."""
     ctx = RequestContext(f"{batch_id}-{index}")
     try:

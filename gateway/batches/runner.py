@@ -22,7 +22,7 @@ from .bodies import FileBodies
 from .files import PURPOSE_OUTPUT, FileStore
 from .jsonl import BatchLine, read_lines
 from .lease import Lease
-from .lines import LineResult, TryLater, result_line, run_line
+from .lines import LineResult, Serve, TryLater, result_line, run_line
 from .pacer import Pacer
 from .store import BatchStore
 
@@ -53,13 +53,19 @@ def _is_ok(line: bytes) -> bool:
 
 
 class BatchRunner:
-    def __init__(self, state):
-        self.state = state
+    def __init__(self, state, serve: Serve):
+        self.state, self.serve = state, serve
         self.pacer = Pacer(state)
         self.lease: Lease | None = None
         self.draining: dict[tuple[str, str], asyncio.Task] = {}
         self.slots: asyncio.Semaphore | None = None
         self.swept_at = 0.0
+        self.loop: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """The loop below, in the background, where Redis keeps batches and the config turns them on."""
+        if self.state.redis is not None and self.state.config.batches.enabled:
+            self.loop = asyncio.create_task(self.run(), name="batch runner")
 
     async def run(self) -> None:
         """The background loop of every gateway process; only the lease holder drains."""
@@ -80,6 +86,10 @@ class BatchRunner:
             await asyncio.sleep(POLL_S)
 
     async def stop(self) -> None:
+        """Lines in flight are cut, and run again by whoever resumes the batch."""
+        if self.loop is not None:
+            self.loop.cancel()
+            await asyncio.gather(self.loop, return_exceptions=True)
         self._drop_all()
         if self.draining:
             await asyncio.gather(*self.draining.values(), return_exceptions=True)
@@ -194,7 +204,8 @@ class BatchDrain:
                         "type": "authentication_error", "param": None, "code": "invalid_api_key"}}), False, 0, 0)
                     break
                 try:
-                    result = await run_line(self.state, tenant, self.batch_id, index, line, self.runner.pacer.slot)
+                    result = await run_line(self.runner.serve, self.state, tenant, self.batch_id, index, line,
+                                            self.runner.pacer.slot)
                     break
                 except TryLater as later:
                     METRICS.batch_lines.labels("put_off").inc()

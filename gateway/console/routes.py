@@ -22,8 +22,9 @@ from redis.exceptions import RedisError
 from wire.errors import OpenAIError, bad_request
 
 from ..body import read_body
-from ..context import CTX, STATE
+from ..context import CTX
 from ..explain import explain_route
+from ..state import STATE
 from .access import require_console_access
 from .overview import overview
 from .quality import quality

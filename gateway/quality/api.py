@@ -16,8 +16,8 @@ from aiohttp import web
 from wire.errors import OpenAIError
 
 from ..body import read_bytes
-from ..context import STATE
 from ..policy_seam import OpenPolicy
+from ..state import STATE
 from .hotswap import version_of
 from .monitor import top_tier
 

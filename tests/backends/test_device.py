@@ -49,4 +49,4 @@ def test_worker_defaults_to_auto_and_reports_no_gpu_memory_on_cpu():
     assert (args.device, args.dtype, args.gpu_memory_utilization) == ("cpu", None, 0.9)
     assert build_parser().parse_args(["--model", "m"]).device == "auto"
     runner = SimpleNamespace(model=torch.nn.Linear(2, 2), kv_caches=[])
-    assert list(EngineCollector(None, "m")._gpu_memory(runner)) == []
+    assert list(EngineCollector(None, "m").gpu_memory_metrics(runner)) == []

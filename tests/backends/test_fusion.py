@@ -142,10 +142,10 @@ def _decode_step_kernels(fused: bool) -> list[str]:
     counter = KernelCount()
     config = _config(fuse_kernels=fused)
     runner = ModelRunner(model, config, plan=choose_plan(config, CPU, fused_ops=counter.kernel_set()))
-    runner._dummy_decode(1, 2)  # warm: the first step builds what later steps reuse
+    runner.dummy_decode(1, 2)  # warm: the first step builds what later steps reuse
     counter.ops.clear()
     with counter:
-        runner._dummy_decode(1, 2)
+        runner.dummy_decode(1, 2)
     return counter.ops
 
 

@@ -12,7 +12,7 @@ from transformers import LlamaConfig
 
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.device import tensor_bytes
-from backends.engine.layerwise import int4_from_codes, random_int4_model
+from backends.engine.layerwise import random_int4_model
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.quantize import Int4Linear, Kernel
 
@@ -79,21 +79,3 @@ def test_build_is_int4_layer_by_layer_and_serves():
     out = engine.generate([[1, 2, 3, 4], [5, 6]], SamplingParams(max_tokens=6, temperature=0.0, ignore_eos=True))
     assert [len(o) for o in out] == [6, 6]
     assert all(0 <= t < config.vocab_size for o in out for t in o)
-
-
-def test_int4_from_codes_checks_the_shape_and_keeps_a_bias():
-    with torch.device("meta"):
-        linear = torch.nn.Linear(64, 32, bias=True)
-    codes = torch.randint(0, 16, (32, 64), dtype=torch.int32)
-    scales = torch.full((32, 2), 0.01)
-    layer = int4_from_codes(linear, codes, scales, -8 * scales, 32, Kernel.ATEN)
-    assert (layer.out_features, layer.in_features) == (32, 64) and torch.equal(layer.bias, torch.zeros(32))
-    x = torch.randn(3, 64)
-    expected = x @ ((codes.float() - 8) * 0.01).t()
-    torch.testing.assert_close(layer(x), expected, atol=0.05, rtol=0.02)
-    try:
-        int4_from_codes(linear, codes.t(), scales, scales, 32, Kernel.ATEN)
-    except ValueError as error:
-        assert "do not fit" in str(error)
-    else:
-        raise AssertionError("a wrong shape was accepted")

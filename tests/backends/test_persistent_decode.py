@@ -37,8 +37,8 @@ def test_a_continuing_step_builds_nothing_from_the_hosts_lists(model):
     seqs = [e.add_request(list(range(10 + i, 17 + 2 * i)), SamplingParams(max_tokens=12, temperature=0.0,
                                                                          ignore_eos=True)) for i in range(3)]
     rebuilt = []
-    build = e.runner._metadata
-    e.runner._metadata = lambda *args: rebuilt.append(args) or build(*args)
+    build = e.runner.step_inputs
+    e.runner.step_inputs = lambda *args: rebuilt.append(args) or build(*args)
     e.step()  # the prompts
     e.step()  # first decode: the buffers are filled from the host
     graphs = e.runner.decode_graphs

@@ -10,8 +10,8 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.llm_engine import LLMEngine
 from backends.engine.gguf_blocks import load_q4_1
 from backends.engine.models import model_dir
-from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, attach_dense_prefill, dense_prefill_dtype,
-                                      quantize_linears)
+from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, Kernel, attach_dense_prefill,
+                                      dense_prefill_dtype, quantize_linears)
 from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
                                       int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,
                                       q4_1_to_int4, quantize_int4, quantize_int8, split_q4_1)
@@ -102,6 +102,20 @@ def test_modules_keep_bias_and_leading_dims():
         assert out.shape == (1, 7, 32)
         # weight quantization error dominates; int4 on N(0, 1/64) weights stays well under this
         assert (out - expected).abs().max() < 0.1 * expected.abs().max()
+
+
+def test_int4_linear_from_codes_checks_the_shape_and_keeps_a_bias():
+    with torch.device("meta"):
+        linear = torch.nn.Linear(64, 32, bias=True)
+    codes = torch.randint(0, 16, (32, 64), dtype=torch.int32)
+    scales = torch.full((32, 2), 0.01)
+    layer = Int4Linear.from_codes(linear, codes, scales, -8 * scales, 32, Kernel.ATEN)
+    assert (layer.out_features, layer.in_features) == (32, 64) and torch.equal(layer.bias, torch.zeros(32))
+    x = torch.randn(3, 64)
+    expected = x @ ((codes.float() - 8) * 0.01).t()
+    torch.testing.assert_close(layer(x), expected, atol=0.05, rtol=0.02)
+    with pytest.raises(ValueError, match="do not fit"):
+        Int4Linear.from_codes(linear, codes.t(), scales, scales, 32, Kernel.ATEN)
 
 
 def test_int4_refuses_shapes_the_kernel_cannot_take():

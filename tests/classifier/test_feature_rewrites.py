@@ -50,8 +50,8 @@ EDGE_CASES = [
 def _check_counts(task: str) -> None:
     scan = normalize_text(task)
     assert cue_counts(scan) == _reference(scan), scan[:200]
-    assert features._REQUESTED.findall(scan) == REQUESTED.findall(scan)
-    assert len(features._MATH_CHARS.findall(scan)) == len(MATH_CHARS.findall(scan))
+    assert features.REQUESTED.findall(scan) == REQUESTED.findall(scan)
+    assert len(features.MATH_CHARS.findall(scan)) == len(MATH_CHARS.findall(scan))
     assert code_chars(task) == len(CODE_CHARS.findall(task))
 
 
@@ -60,7 +60,7 @@ def _reference(scan: str) -> list[int]:
 
 
 def test_cue_names_and_order_are_unchanged():
-    assert list(features._CUES) == list(REFERENCE)
+    assert list(features.CUES) == list(REFERENCE)
 
 
 @pytest.mark.parametrize("text", EDGE_CASES)

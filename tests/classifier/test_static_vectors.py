@@ -74,6 +74,6 @@ def test_chunk_cache_gives_the_ids_of_its_pieces(vectors, text):
     from classifier.static_vectors import HEAD_CHARS, PIECES, TAIL_CHARS
     from classifier.textnorm import clip
     expected = [i for piece in PIECES.findall(clip(text, HEAD_CHARS, TAIL_CHARS).lower())
-                for i in vectors._tok.encode(piece, add_special_tokens=False).ids if vectors._known[i]]
+                for i in vectors.tokenizer.encode(piece, add_special_tokens=False).ids if vectors.known[i]]
     assert vectors.token_ids(text) == expected
     assert vectors.token_ids(text) == expected

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+import networkx as nx
+
 from tests.layers.imports import Import, is_module
 
 # package -> our packages it may import (its own always allowed). webwire is the aiohttp binding
@@ -115,3 +117,35 @@ def cross_test_violations(found: list[Import]) -> list[Violation]:
 def unresolved(found: list[Import], packages: set[str], root: Path) -> list[Violation]:
     """Imports of our packages that name no module (a moved file left an importer behind)."""
     return [_violation(i, i.target, "no such module") for i in _ours(found, packages) if not is_module(root, i.target)]
+
+
+def loads(i: Import, root: Path) -> set[str]:
+    """The modules of ours an import runs: `from pkg import mod` runs pkg.mod (pkg only as its
+    parent, as every import of a submodule does), `from pkg import name` pkg itself."""
+    submodules = {f"{i.target}.{name}" for name in i.names if is_module(root, f"{i.target}.{name}")}
+    whole = len(submodules) < len(i.names) or not i.names
+    return submodules | ({i.target} if whole and is_module(root, i.target) else set())
+
+
+def import_graph(found: list[Import], root: Path) -> nx.DiGraph:
+    """Module -> each module of ours it loads. Every import counts, wherever it stands: one inside
+    a function or under `if TYPE_CHECKING:` still ties the two modules together."""
+    graph = nx.DiGraph()
+    for i in found:
+        graph.add_node(i.module)
+        for target in sorted(loads(i, root)):
+            if target != i.module and not graph.has_edge(i.module, target):
+                graph.add_edge(i.module, target, where=(i.path, i.line))
+    return graph
+
+
+def circle_violations(found: list[Import], root: Path) -> list[Violation]:
+    """One violation per circle (a strongly connected set of modules), naming one loop through it."""
+    graph, bad = import_graph(found, root), []
+    for members in nx.strongly_connected_components(graph):
+        if len(members) > 1:
+            loop = nx.find_cycle(graph.subgraph(members), source=min(members))
+            (path, line), target = graph.edges[loop[0]]["where"], loop[0][1]
+            modules = [a for a, _ in loop] + [loop[0][0]]
+            bad.append(Violation(path, line, target, f"a circle of {len(members)} modules: {' -> '.join(modules)}"))
+    return sorted(bad)

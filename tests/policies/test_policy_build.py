@@ -49,12 +49,12 @@ async def test_a_redis_failure_skips_redis_for_retry_after_s(make_service):
 
     before = time.monotonic()
     with pytest.raises(RedisUnavailable):
-        await service._redis("admit", broken)
+        await service.call_redis("admit", broken)
     after = time.monotonic()
     retry = service.access.retry_after_s
     assert before + retry <= service.replica.redis_down_until <= after + retry
     with pytest.raises(RedisUnavailable):  # skipped without calling Redis
-        await service._redis("admit", lambda: pytest.fail("Redis was called while skipped"))
+        await service.call_redis("admit", lambda: pytest.fail("Redis was called while skipped"))
 
 
 def test_services_rebuilt_by_a_reload_share_the_replica_log(shared_redis, tmp_path):
