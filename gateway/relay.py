@@ -31,21 +31,13 @@ from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
 from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, open_upstream
+from .usage import Usage
 from .worker_usage import count_unreported
 
 if TYPE_CHECKING:
     from .state import GatewayState
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reported: bool = False  # False: the answer carried none (e.g. a cut stream): worker_usage.py counts it
-    first_token_at: float = 0.0
-    source: str = "estimate"  # worker (the worker's own count), tokenizer (the tier's) or estimate
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from urllib.parse import quote
 import aiohttp
 
 from .tier_tokenizers import count_tokens
+from .usage import Usage
 
 if TYPE_CHECKING:
     from .config import Tier
     from .pool import Backend
-    from .relay import Usage
     from .request import GatewayRequest
     from .state import GatewayState
 
