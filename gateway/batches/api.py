@@ -8,7 +8,7 @@ import re
 import time
 
 from aiohttp import web
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
@@ -46,7 +46,7 @@ def store_call(handler):
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except (RedisError, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
+        except (RedisError, RedisClusterException, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
             log.warning("batch store unavailable: %s", exc)
             raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
                               code="service_unavailable", headers={"Retry-After": "1"}) from None
