@@ -112,8 +112,8 @@ def start_sentinel_group(workdir: Path) -> Topology:
             top.others.append(subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"],
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _until(lambda: top.client(replica).info("replication")["master_link_status"] == "up", 10, "replication")
-        _until(lambda: all(int(top.client(p).sentinel_master(MASTER_NAME)["num-other-sentinels"]) == 2
-                           for p in sentinels), 15, "sentinels seeing each other")
+        # a Sentinel can promote only a replica it has seen, and only with peers to vote
+        _until(lambda: all(_sees_group(top.client(p)) for p in sentinels), 30, "sentinels seeing the group")
     except BaseException:
         top.stop()
         raise
@@ -150,6 +150,11 @@ def start_cluster(workdir: Path, masters: int = 3) -> Topology:
         top.stop()
         raise
     return top
+
+
+def _sees_group(sentinel: redis.Redis) -> bool:
+    master = sentinel.sentinel_master(MASTER_NAME)
+    return int(master["num-other-sentinels"]) == 2 and int(master["num-slaves"]) == 1
 
 
 def cluster_master_of(top: Topology, key: str) -> int:

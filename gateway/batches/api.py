@@ -8,10 +8,11 @@ import re
 import time
 
 from aiohttp import web
-from redis.exceptions import RedisClusterException, RedisError
 
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
+
+from policies.redis_errors import REDIS_DOWN
 
 from ..context import CTX, STATE
 from ..storage_quota import files_quota
@@ -46,7 +47,7 @@ def store_call(handler):
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except (RedisError, RedisClusterException, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
+        except REDIS_DOWN as exc:  # OSError: the files directory (full disk, lost volume)
             log.warning("batch store unavailable: %s", exc)
             raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
                               code="service_unavailable", headers={"Retry-After": "1"}) from None

@@ -14,7 +14,8 @@ import json
 import logging
 import time
 
-from redis.exceptions import RedisClusterException, RedisError
+
+from policies.redis_errors import REDIS_DOWN
 
 from ..metrics import METRICS
 from ..storage_quota import files_quota
@@ -213,7 +214,7 @@ class BatchDrain:
             try:
                 return await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
                                                  result.input_tokens, result.output_tokens)
-            except (RedisError, RedisClusterException):
+            except REDIS_DOWN:
                 if attempt == RECORD_TRIES - 1:
                     raise
                 await asyncio.sleep(0.1 * 2 ** attempt)

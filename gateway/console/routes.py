@@ -13,14 +13,14 @@ returns an API key or a key hash: tenants appear by name only.
 """
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from aiohttp import web
-from redis.exceptions import RedisClusterException, RedisError
 
 from webwire.errors import read_json_object
 from wire.errors import OpenAIError, bad_request
+
+from policies.redis_errors import REDIS_DOWN
 
 from ..context import CTX, STATE
 from ..explain import explain_route
@@ -44,7 +44,7 @@ async def _stored(view):
     """A view that reads Redis: a 503 naming the store when Redis does not answer, never a 500."""
     try:
         return await view
-    except (RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as exc:
+    except REDIS_DOWN as exc:
         raise OpenAIError(503, f"console store unavailable: {type(exc).__name__}", code="store_unavailable",
                           headers={"Retry-After": "1"}) from None
 
