@@ -135,7 +135,7 @@ def start_cluster(workdir: Path, masters: int = 3) -> Topology:
         step = 16384 // masters
         for i, port in enumerate(ports[:masters]):
             last = 16383 if i == masters - 1 else (i + 1) * step - 1
-            clients[port].execute_command("CLUSTER ADDSLOTSRANGE", i * step, last)
+            clients[port].execute_command("CLUSTER ADDSLOTS", *range(i * step, last + 1))  # 6.2 has no RANGE
         for port in ports[1:]:
             clients[port].execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
         _until(lambda: all(len(c.execute_command("CLUSTER NODES")) == len(ports)
