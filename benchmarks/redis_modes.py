@@ -7,7 +7,8 @@ Per mode: the added latency p50/p99 (requests sent direct and through each mode'
 so all see the same noise) and requests/s of each gateway process. Then,
 for Sentinel and Cluster, a master is SIGKILLed while requests go one at a time
 (`on_redis_error: closed`): the seconds until a request is served again, and how many were
-refused meanwhile. Prints one JSON object as its last line.
+refused meanwhile; and what `WAIT 1` after each settlement would cost. Prints one JSON object as
+its last line.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def gateway_config(upstream: str, redis: dict, path: Path, usage_dir: Path) -> N
     path.write_text(json.dumps({  # JSON is YAML
         "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]}],
-        "health": {"interval_s": 5.0}, "redis": {**redis, "key_prefix": "bench:"},
+        "health": {"interval_s": 5.0}, "redis": {**redis, "key_prefix": "bench:", "socket_timeout_s": 1.0},
         "policy": {"on_redis_error": "closed", "usage_log": {"dir": str(usage_dir)}},
         "tenants": {TENANT: {"keys": [{"id": "k", "sha256": hash_key(KEY)}],
                              "rate_limits": {"requests_per_minute": 10_000_000, "tokens_per_minute": 10_000_000_000},
@@ -73,6 +74,24 @@ def kill_master(top):
     if top.mode == "cluster":
         return lambda: top.kill(cluster_master_of(top, "{" + TENANT + "}"))
     return lambda: top.kill(sentinel_master(top))
+
+
+def wait_cost(top, rounds: int = 2000) -> dict:
+    """What `WAIT 1` (one replica has it) would add to a settlement: p50/p99 of an INCRBY alone and
+    followed by WAIT, on the Sentinel group's master."""
+    client = top.client(sentinel_master(top))
+    plain, waited = [], []
+    for i in range(rounds):
+        started = time.perf_counter()
+        client.incrby("bench:wait-cost", 1)
+        plain.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        client.incrby("bench:wait-cost", 1)
+        client.execute_command("WAIT", 1, 1000)
+        waited.append(time.perf_counter() - started)
+    plain.sort()
+    waited.sort()
+    return {f"added_ms_p{q}": round((percentile(waited, q) - percentile(plain, q)) * 1000, 3) for q in (50, 99)}
 
 
 async def side_by_side(session, upstream: str, bases: dict[str, str], n: int) -> dict:
@@ -116,6 +135,7 @@ async def run(n: int, seconds: float) -> dict:
             for mode, base in bases.items():
                 result[mode]["rps"] = round(await closed_loop_rps(base + "/v1/chat/completions",
                                                                   dict(BODY, model="bench"), headers, seconds), 1)
+            result["sentinel"]["wait_1_replica"] = wait_cost(tops["sentinel"])
             for mode in ("sentinel", "cluster"):
                 result[mode]["failover"] = await served_again_after_kill(session, bases[mode], kill_master(tops[mode]))
     finally:
