@@ -14,7 +14,8 @@ upstream and both are measured in two alternating rounds in this run: `against` 
 With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
 measured the same way on the same upstream. With --tracing on the gateway exports its requests'
 spans (all of them, or --trace-sample-ratio) to a local OTLP/HTTP sink (launcher/otlp_sink.py):
-what tracing costs.
+what tracing costs. With --redis-modes: the gateway on one Redis, a Sentinel group and a Cluster
+instead (benchmarks/redis_modes.py).
 Prints one JSON object as its last line.
 """
 from __future__ import annotations
@@ -222,7 +223,15 @@ def main() -> None:
                         help="on: the gateway exports its spans to a local OTLP/HTTP sink")
     parser.add_argument("--trace-sample-ratio", type=float, default=1.0,
                         help="with --tracing on: the share of requests traced (the benchmark sends no traceparent)")
+    parser.add_argument("--redis-modes", action="store_true",
+                        help="instead: the gateway on single Redis, Sentinel and Cluster side by side, and the "
+                             "seconds from a master killed to a request served again (benchmarks/redis_modes.py)")
     args = parser.parse_args()
+    if args.redis_modes:
+        from benchmarks.redis_modes import measure as redis_modes
+
+        print(json.dumps(redis_modes(args.n, args.seconds)))
+        return
     result = asyncio.run(run(args))
     result["cpu_count"] = os.cpu_count()
     print(json.dumps(result))

@@ -50,12 +50,12 @@ def main(argv=None) -> int:
         return 2
     embedded = None
     redis_url = args.redis_url or os.environ.get("TIERGATE_REDIS_URL") or config.redis.url
-    if not redis_url:
-        from .redis_conn import EmbeddedRedis
+    from .redis_conn import EmbeddedRedis, wants_embedded
 
+    if wants_embedded(config.redis, redis_url):
         embedded = EmbeddedRedis()
         redis_url = embedded.url
-    env = dict(os.environ, TIERGATE_REDIS_URL=redis_url)
+    env = dict(os.environ, **({"TIERGATE_REDIS_URL": redis_url} if redis_url else {}))
     metrics_dir = None
     if args.workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="tiergate-metrics-")

@@ -2,7 +2,8 @@
 
 The prompt text is cut into fixed-size chunks; chunk i's key is a hash chained over chunks
 0..i (seeded with the model name), so a key matches only if the whole prefix up to it
-matches. Redis maps key -> URL of the worker that last served that prefix (with TTL).
+matches. Every key of one prompt carries its first chunk's hash as its Redis Cluster hash tag,
+so one lookup's keys share a slot. Redis maps key -> URL of the worker that last served that prefix (with TTL).
 A lookup is one MGET; the deepest key that names a live worker wins. Any Redis error
 turns affinity off for a while: routing never waits on, or fails because of, Redis.
 """
@@ -24,11 +25,12 @@ MAX_PENDING_WRITES = 256
 def prefix_keys(text: str, model: str, settings: Affinity, key_prefix: str) -> list[str]:
     size = settings.chunk_chars
     full_chunks = min(len(text) // size, settings.max_chunks)
-    keys = []
+    keys, tag = [], ""
     digest = hashlib.blake2b(model.encode(), digest_size=12).digest()
     for i in range(full_chunks):
         digest = hashlib.blake2b(digest + text[i * size:(i + 1) * size].encode(), digest_size=12).digest()
-        keys.append(f"{key_prefix}aff:{digest.hex()}")
+        tag = tag or digest.hex()[:8]
+        keys.append(f"{key_prefix}aff:{{{tag}}}:{digest.hex()}")
     return keys
 
 

@@ -70,9 +70,8 @@ class GatewayState:
             return None
 
     async def start(self) -> None:
-        url = effective_url(self.config.redis.url)
-        if url:
-            self.redis = connect(url, self.config.redis.socket_timeout_s)
+        self.redis = connect(self.config.redis, effective_url(self.config.redis.url))
+        if self.redis is not None:
             self.affinity = AffinityIndex(self.redis)
             self.activity = ActivityLog(self.redis, self.config.redis.key_prefix, self.config.console)
         else:

@@ -65,9 +65,10 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, stop)
     group, embedded = ProcessGroup(inherit_output=True), None
     try:
+        from gateway.redis_conn import EmbeddedRedis, wants_embedded
+
         redis_url = config.redis.url
-        if not redis_url:
-            from gateway.redis_conn import EmbeddedRedis
+        if wants_embedded(config.redis, redis_url):
             embedded = EmbeddedRedis()
             redis_url = embedded.url
             banner("redis", redis_url, "embedded, append-only")

@@ -6,10 +6,12 @@ import asyncio
 import glob
 import json
 import sys
+from dataclasses import replace
 
 from redis.exceptions import RedisError
 
 from policies.keys import hash_key
+from typedconfig import ConfigError
 
 
 def _rebuild(args: argparse.Namespace) -> int:
@@ -18,17 +20,24 @@ def _rebuild(args: argparse.Namespace) -> int:
     from policies.rebuild import rebuild_ledger
     from policies.store import PolicyStore
 
-    prefix, url = args.prefix, args.redis_url
-    if args.config:
-        raw = _yaml_mapping(args.config)
-        redis_section = raw.get("redis") or {}
-        prefix = prefix or redis_section.get("key_prefix")
-        url = url or redis_section.get("url")
-    prefix, url = prefix or "tiergate:", url or "redis://127.0.0.1:6379/0"
+    settings = None
+    if args.config:  # its `redis:` section, any mode (the gateway's own reader and client)
+        from gateway.config import parse_redis
+        from typedconfig import Fields
+
+        settings = parse_redis(Fields(_yaml_mapping(args.config), "", args.config), "redis")
+    prefix = args.prefix or (settings.key_prefix if settings else "tiergate:")
     paths = sorted({p for pattern in args.logs for p in (glob.glob(pattern) or [pattern])})
 
+    def client():
+        if args.redis_url or settings is None or (settings.mode == "single" and not settings.url):
+            return Redis.from_url(args.redis_url or "redis://127.0.0.1:6379/0")
+        from gateway.redis_conn import connect
+
+        return connect(replace(settings, socket_timeout_s=max(settings.socket_timeout_s, 10.0)))
+
     async def run() -> dict:
-        redis = Redis.from_url(url)
+        redis = client()
         try:
             return await rebuild_ledger(PolicyStore(redis, prefix, 60), paths)
         finally:
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     hk.add_argument("key")
     rb = sub.add_parser("rebuild-ledger", help="recompute the Redis spend ledger from usage logs")
     rb.add_argument("logs", nargs="+", help="usage log files or globs (all replicas, rotated ones too)")
-    rb.add_argument("--redis-url", default=None, help="default: redis.url of --config, else redis://127.0.0.1:6379/0")
+    rb.add_argument("--redis-url", default=None, help="default: the redis section of --config (any mode), else redis://127.0.0.1:6379/0")
     rb.add_argument("--prefix", default=None, help="default: redis.key_prefix of --config")
     rb.add_argument("--config", default=None, help="gateway config YAML to read the Redis URL and prefix from")
     args = parser.parse_args(argv)
@@ -64,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return _rebuild(args)
-    except (OSError, ValueError, RedisError) as exc:
+    except (OSError, ValueError, RedisError, ConfigError) as exc:
         print(f"rebuild-ledger: {exc}", file=sys.stderr)
         return 2
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from redis.exceptions import MaxConnectionsError, OutOfMemoryError, RedisError
+from redis.exceptions import MaxConnectionsError, OutOfMemoryError
+
+from policies.redis_errors import REDIS_DOWN
 from wire.errors import OpenAIError
 
 from policies import metrics
@@ -127,7 +129,7 @@ class PolicyService:
         except OutOfMemoryError as exc:
             log.warning("redis refused a write during %s: %s", operation, exc)
             raise RedisFull(operation) from exc
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             if not waiting_for_pool[0]:  # a busy client is not an outage; anything else opens the breaker
                 self.replica.redis_down_until = time.monotonic() + self.access.retry_after_s
             log.warning("redis unavailable during %s: %s: %s", operation, type(exc).__name__, exc)

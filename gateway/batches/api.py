@@ -8,9 +8,10 @@ import re
 import time
 
 from aiohttp import web
-from redis.exceptions import RedisError
 
 from wire.errors import OpenAIError, bad_request
+
+from policies.redis_errors import REDIS_DOWN
 
 from ..body import read_body
 from ..context import CTX
@@ -47,7 +48,7 @@ def store_call(handler):
     async def answer(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
-        except (RedisError, OSError) as exc:  # OSError: the files directory (full disk, lost volume)
+        except REDIS_DOWN as exc:  # OSError: the files directory (full disk, lost volume)
             log.warning("batch store unavailable: %s", exc)
             raise OpenAIError(503, "the file and batch store is unavailable; try again shortly",
                               code="service_unavailable", headers={"Retry-After": "1"}) from None

@@ -1,7 +1,7 @@
 """Uploaded files and batch results, scoped to the tenant: metadata in Redis, bodies on disk.
 
 A file's metadata is one hash (`meta`: the OpenAI file object) under a key that holds the
-tenant's name, so another tenant's file id is simply not found (a 404, as for an id that never
+tenant's name as its hash tag (one transaction's keys share a Redis Cluster slot), so another tenant's file id is simply not found (a 404, as for an id that never
 existed). A sorted set per tenant lists them by creation time. The body lives in the files
 directory (bodies.py) and counts against the tenant's `storage` quota until the file is deleted
 or expires (storage_quota.py); an expired file's body is removed by the next upload of its
@@ -38,10 +38,10 @@ class FileStore:
         self.quota = StorageQuota(redis, prefix, "files", "files", ttl_s)
 
     def _key(self, tenant: str, file_id: str) -> str:
-        return f"{self.prefix}file:{tenant}:{file_id}"
+        return f"{self.prefix}file:{{{tenant}}}:{file_id}"
 
     def _index(self, tenant: str) -> str:
-        return f"{self.prefix}files:{tenant}"
+        return f"{self.prefix}files:{{{tenant}}}"
 
     async def put(self, tenant: str, temp: Path, size: int, filename: str, purpose: str, quota: Quota, *,
                   file_id: str | None = None, force: bool = False) -> dict:

@@ -14,7 +14,9 @@ import json
 import logging
 import time
 
-from redis.exceptions import RedisError
+
+from policies.redis_errors import REDIS_DOWN
+from wire.errors import OpenAIError
 
 from ..metrics import METRICS
 from ..storage_quota import files_quota
@@ -142,7 +144,7 @@ class BatchDrain:
     async def run(self) -> None:
         try:
             fields = await self.batches.fields(self.tenant_name, self.batch_id)
-        except Exception:  # its record expired: nothing left to drain
+        except OpenAIError:  # its record expired (not found): nothing left to drain; a Redis error is retried
             await self.batches.forget(self.tenant_name, self.batch_id)
             return
         meta, self.status = json.loads(fields["meta"]), fields["status"]
@@ -159,7 +161,10 @@ class BatchDrain:
         """The stored record is the truth: a cancel (from any process) or a changed window."""
         while True:
             await asyncio.sleep(POLL_S)
-            fields = await self.batches.fields(self.tenant_name, self.batch_id)
+            try:
+                fields = await self.batches.fields(self.tenant_name, self.batch_id)
+            except REDIS_DOWN:  # a failover or a blip: the last status holds until the next look
+                continue
             self.status, meta["expires_at"] = fields["status"], json.loads(fields["meta"])["expires_at"]
 
     async def _dispatch(self, meta: dict, lines: list[BatchLine]) -> None:
@@ -224,7 +229,7 @@ class BatchDrain:
             try:
                 return await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
                                                  result.input_tokens, result.output_tokens)
-            except RedisError:
+            except REDIS_DOWN:
                 if attempt == RECORD_TRIES - 1:
                     raise
                 await asyncio.sleep(0.1 * 2 ** attempt)

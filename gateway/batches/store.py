@@ -3,7 +3,9 @@ counts and usage as fields of their own) and one hash of results, line index -> 
 
 A result is recorded with HSETNX and counted in the same script, so a line answered twice
 (its first answer lost with a killed gateway) is kept and counted once. Status changes are
-compare-and-set, so a cancel and the runner's last write cannot overwrite each other.
+compare-and-set, so a cancel and the runner's last write cannot overwrite each other. A tenant's
+keys carry its name as their hash tag, so each script or transaction touches one Cluster slot; the
+set of active batches is shared by all tenants and written on its own.
 """
 from __future__ import annotations
 
@@ -51,13 +53,13 @@ class BatchStore:
         self._transition = redis.register_script(_TRANSITION)
 
     def _key(self, tenant: str, batch_id: str) -> str:
-        return f"{self.prefix}batch:{tenant}:{batch_id}"
+        return f"{self.prefix}batch:{{{tenant}}}:{batch_id}"
 
     def _results(self, tenant: str, batch_id: str) -> str:
         return self._key(tenant, batch_id) + ":results"
 
     def _index(self, tenant: str) -> str:
-        return f"{self.prefix}batches:{tenant}"
+        return f"{self.prefix}batches:{{{tenant}}}"
 
     @property
     def _active(self) -> str:
@@ -78,8 +80,12 @@ class BatchStore:
                 pipe.expire(key, self.ttl_s)
                 pipe.zadd(self._index(tenant), {meta["id"]: now})
                 pipe.expire(self._index(tenant), self.ttl_s)
-                pipe.sadd(self._active, json.dumps([tenant, meta["id"]]))
                 await pipe.execute()
+            try:  # after the record: a runner that meets an id without one forgets it
+                await self.redis.sadd(self._active, json.dumps([tenant, meta["id"]]))
+            except BaseException:
+                await self.redis.delete(key)  # a batch nobody would run must not be listed
+                raise
         except BaseException:
             await self.bodies.remove(tenant, _input(meta["id"]))
             raise

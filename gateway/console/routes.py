@@ -13,13 +13,13 @@ returns an API key or a key hash: tenants appear by name only.
 """
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from aiohttp import web
-from redis.exceptions import RedisError
 
 from wire.errors import OpenAIError, bad_request
+
+from policies.redis_errors import REDIS_DOWN
 
 from ..body import read_body
 from ..context import CTX
@@ -45,7 +45,7 @@ async def _stored(view):
     """A view that reads Redis: a 503 naming the store when Redis does not answer, never a 500."""
     try:
         return await view
-    except (RedisError, OSError, asyncio.TimeoutError) as exc:
+    except REDIS_DOWN as exc:
         raise OpenAIError(503, f"console store unavailable: {type(exc).__name__}", code="store_unavailable",
                           headers={"Retry-After": "1"}) from None
 

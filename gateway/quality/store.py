@@ -1,4 +1,5 @@
-"""Quality state in Redis, shared by every gateway replica. Keys (under `<prefix>quality:`):
+"""Quality state in Redis, shared by every gateway replica. Keys (under `<prefix>quality:`; the
+verdict script's under `quality:{monitor}:`, one Redis Cluster hash tag, so they share a slot):
 
 - `samples`             capped stream (XADD MAXLEN ~) of scored samples
 - `win:tier:<tier>`     list of the last N verdicts of a tier ("1" failed, "0" passed)
@@ -30,8 +31,8 @@ class Recorded:
 
 
 def keys(prefix: str) -> dict[str, str]:
-    base = prefix + "quality:"
-    return {"samples": base + "samples", "ctl": base + "ctl", "changes": base + "changes",
+    base = prefix + "quality:{monitor}:"  # the verdict script's keys: one hash tag
+    return {"samples": prefix + "quality:samples", "ctl": base + "ctl", "changes": base + "changes",
             "tier": base + "win:tier:", "class": base + "win:class:"}
 
 

@@ -35,6 +35,16 @@ def test_default_config_loads():
     (lambda d: d.update(timeouts={"connect_s": 0}), "timeouts.connect_s"),
     (lambda d: d.update(affinity={"chunk_chars": 2}), "affinity.chunk_chars"),
     (lambda d: d.update(redis={"url": 5}), "redis.url"),
+    (lambda d: d.update(redis={"mode": "replicated"}), "redis.mode"),
+    (lambda d: d.update(redis={"mode": "sentinel", "master_name": "m"}), "redis.sentinels"),
+    (lambda d: d.update(redis={"mode": "sentinel", "sentinels": ["h:26379"]}), "redis.master_name"),
+    (lambda d: d.update(redis={"mode": "sentinel", "sentinels": ["h"], "master_name": "m"}), "redis.sentinels[0]"),
+    (lambda d: d.update(redis={"mode": "sentinel", "sentinels": ["h:1"], "master_name": "m", "url": "redis://h"}),
+     "redis.url"),  # a URL the mode would not use is an error, not ignored
+    (lambda d: d.update(redis={"mode": "cluster"}), "redis.cluster_nodes"),
+    (lambda d: d.update(redis={"mode": "cluster", "cluster_nodes": ["h:70000"]}), "redis.cluster_nodes[0]"),
+    (lambda d: d.update(redis={"cluster_nodes": ["h:7000"]}), "redis.cluster_nodes"),
+    (lambda d: d.update(redis={"key_prefix": "x{y}:"}), "redis.key_prefix"),  # would be every key's hash tag
     (lambda d: d.update(failover={"max_attempts": 3, "escalte": True}), "failover.escalte"),
     (lambda d: d.update(tiers=[]), "tiers"),
     (lambda d: d["tiers"][1]["workers"][0].update(device="gpu"), "tiers[1].workers[0].device"),

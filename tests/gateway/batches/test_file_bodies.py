@@ -44,9 +44,9 @@ async def test_a_file_kept_in_redis_before_is_moved_to_disk_on_first_use(tmp_pat
     client = aioredis.from_url(SHARED_REDIS)
     store = FileStore(client, redis_prefix, 3600, FileBodies(tmp_path))
     file_id = "file-" + "3" * 24
-    await client.hset(f"{redis_prefix}file:acme:{file_id}", mapping={"meta": json.dumps({"id": file_id}),
+    await client.hset(f"{redis_prefix}file:{{acme}}:{file_id}", mapping={"meta": json.dumps({"id": file_id}),
                                                                      "content": b"old body\n"})
     assert await store.content("acme", file_id) == b"old body\n"
-    assert await client.hkeys(f"{redis_prefix}file:acme:{file_id}") == [b"meta"]
+    assert await client.hkeys(f"{redis_prefix}file:{{acme}}:{file_id}") == [b"meta"]
     assert (tmp_path / "t-acme" / file_id).read_bytes() == b"old body\n"
     await client.aclose()

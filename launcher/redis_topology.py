@@ -1,0 +1,173 @@
+"""Local Redis topologies on loopback for tests and benchmarks: one server, a Sentinel group
+(master, replica, three Sentinels) or a Cluster (masters with a replica each). Each returns the
+`redis:` settings a gateway uses to reach it, and can kill a master to force a failover.
+
+Failure detection is tuned short (one second) so a failover takes seconds, not the default
+half a minute; replication stays asynchronous, as in production."""
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from launcher.processes import REDIS_SERVER, free_port, stop_processes
+
+DOWN_AFTER_MS = 1000
+MASTER_NAME = "tiergate"
+
+
+@dataclass
+class Topology:
+    mode: str
+    settings: dict                                   # the gateway's `redis:` section
+    servers: dict[int, subprocess.Popen] = field(default_factory=dict)   # port -> redis-server
+    others: list[subprocess.Popen] = field(default_factory=list)         # Sentinels
+
+    def client(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+
+    def kill(self, port: int) -> None:
+        """SIGKILL one server: no goodbye, no last write."""
+        proc = self.servers.pop(port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        stop_processes(list(self.servers.values()) + self.others, timeout_s=5)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (10000 above it) is free too; both below 65536."""
+    while True:
+        port = random.randint(20000, 50000)
+        if all(_free(p) for p in (port, port + 10000)):
+            return port
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _server(port: int, data: Path, *flags: str) -> subprocess.Popen:
+    data.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+                             "--save", "", "--appendonly", "no", "--protected-mode", "no", *flags],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _until(check, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not within {timeout_s}s")
+        time.sleep(0.05)
+
+
+def _ping(port: int) -> None:
+    _until(lambda: redis.Redis(port=port, socket_timeout=0.2).ping(), 10, f"redis-server on {port}")
+
+
+def start_single(workdir: Path) -> Topology:
+    port = free_port()
+    top = Topology("single", {"mode": "single", "url": f"redis://127.0.0.1:{port}/0"})
+    top.servers[port] = _server(port, workdir / str(port))
+    _ping(port)
+    return top
+
+
+def start_sentinel_group(workdir: Path) -> Topology:
+    """One master, one replica, three Sentinels (quorum two)."""
+    master, replica = free_port(), free_port()
+    sentinels = [free_port() for _ in range(3)]
+    top = Topology("sentinel", {"mode": "sentinel", "master_name": MASTER_NAME,
+                                "sentinels": [f"127.0.0.1:{p}" for p in sentinels]})
+    try:
+        top.servers[master] = _server(master, workdir / str(master))
+        top.servers[replica] = _server(replica, workdir / str(replica), "--replicaof", "127.0.0.1", str(master))
+        for port in (master, replica):
+            _ping(port)
+        for port in sentinels:
+            conf = workdir / f"sentinel-{port}.conf"  # Sentinel rewrites its file: one each
+            conf.write_text(f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {workdir}\n"
+                            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n"
+                            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+                            f"sentinel failover-timeout {MASTER_NAME} {DOWN_AFTER_MS * 3}\n")
+            top.others.append(subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _until(lambda: top.client(replica).info("replication")["master_link_status"] == "up", 10, "replication")
+        # a Sentinel can promote only a replica it has seen, and only with peers to vote
+        _until(lambda: all(_sees_group(top.client(p)) for p in sentinels), 30, "sentinels seeing the group")
+    except BaseException:
+        top.stop()
+        raise
+    return top
+
+
+def start_cluster(workdir: Path, masters: int = 3) -> Topology:
+    """`masters` masters owning equal slot ranges, each with one replica."""
+    ports = [_cluster_port() for _ in range(2 * masters)]
+    top = Topology("cluster", {"mode": "cluster", "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]})
+    try:
+        for port in ports:
+            top.servers[port] = _server(port, workdir / str(port), "--cluster-enabled", "yes",
+                                        "--cluster-node-timeout", str(DOWN_AFTER_MS),
+                                        "--cluster-require-full-coverage", "no")
+        for port in ports:
+            _ping(port)
+        clients = {p: top.client(p) for p in ports}
+        step = 16384 // masters
+        for i, port in enumerate(ports[:masters]):
+            last = 16383 if i == masters - 1 else (i + 1) * step - 1
+            clients[port].execute_command("CLUSTER ADDSLOTS", *range(i * step, last + 1))  # 6.2 has no RANGE
+        for port in ports[1:]:
+            clients[port].execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
+        _until(lambda: all(len(c.execute_command("CLUSTER NODES")) == len(ports)
+                           for c in clients.values()), 15, "every node knowing every other")
+        for master, replica in zip(ports[:masters], ports[masters:]):
+            node_id = clients[master].execute_command("CLUSTER MYID")
+            _until(lambda: clients[replica].execute_command("CLUSTER REPLICATE", node_id), 10, "a replica")
+        _until(lambda: all(c.cluster("info")["cluster_state"] == "ok" for c in clients.values()), 15, "cluster ok")
+        for replica in ports[masters:]:
+            _until(lambda: clients[replica].info("replication")["master_link_status"] == "up", 15, "replication")
+    except BaseException:
+        top.stop()
+        raise
+    return top
+
+
+def _sees_group(sentinel: redis.Redis) -> bool:
+    master = sentinel.sentinel_master(MASTER_NAME)
+    return int(master["num-other-sentinels"]) == 2 and int(master["num-slaves"]) == 1
+
+
+def cluster_master_of(top: Topology, key: str) -> int:
+    """The port of the master that now serves `key`'s slot."""
+    node = top.client(next(iter(top.servers)))
+    slot = node.cluster("keyslot", key)
+    for start, end, master, *_ in node.execute_command("CLUSTER SLOTS"):
+        if start <= slot <= end:
+            return int(master[1])
+    raise RuntimeError(f"no master serves slot {slot}")
+
+
+def sentinel_master(top: Topology) -> int:
+    """The port of the master the Sentinels now name."""
+    port = int(top.settings["sentinels"][0].rpartition(":")[2])
+    return int(top.client(port).sentinel_get_master_addr_by_name(MASTER_NAME)[1])

@@ -1,0 +1,133 @@
+"""Every Redis key builder, walked: the keys one call (a Lua script, a transaction, an MGET) takes
+together share one Redis Cluster slot, and a tenant's keys carry the tenant as their hash tag.
+
+The walk is kept complete by a scan of the source: every module that builds a key from the
+configured prefix must be listed in BUILDERS, so a new store cannot skip this check."""
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from gateway.affinity import prefix_keys
+from gateway.batches.files import FileStore
+from gateway.batches.store import BatchStore
+from gateway.config import Affinity
+from gateway.quality.store import keys as quality_keys
+from gateway.storage_quota import StorageQuota
+from policies.keyspace import KeySpace
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "tg:"
+TENANTS = ("acme", "beta", "a:b", "t{x}")  # names that would trip a naive tag
+
+
+def _slot(key: str) -> int:
+    return key_slot(key.encode())
+
+
+def _keyspace_builders() -> list[str]:
+    """Every method of KeySpace that names one key (all but the SCAN pattern)."""
+    return [name for name, _ in inspect.getmembers(KeySpace, inspect.isfunction)
+            if not name.startswith("_") and name != "tenant_pattern"]
+
+
+def _keyspace_call(name: str, tenant: str) -> str:
+    method = getattr(KeySpace(PREFIX), name)
+    params = list(inspect.signature(method).parameters)
+    args = {"tenant": tenant, "day": "2026-11-27", "month": "2026-11", "key_id": "k1", "request_id": "req-1"}
+    return method(*(args[p] for p in params))
+
+
+def policies_groups(tenant: str) -> list[list[str]]:
+    """All of a tenant's policy keys are taken together by admit.lua and settle.lua."""
+    return [[_keyspace_call(name, tenant) for name in _keyspace_builders()]]
+
+
+def storage_groups(tenant: str) -> list[list[str]]:
+    return [StorageQuota(_NoRedis(), PREFIX, kind, kind, 60)._keys(tenant) for kind in ("files", "responses")]
+
+
+def files_groups(tenant: str) -> list[list[str]]:
+    store = FileStore(_NoRedis(), PREFIX, 60, None)
+    return [[store._key(tenant, "file-1"), store._index(tenant)]]
+
+
+def batches_groups(tenant: str) -> list[list[str]]:
+    store = BatchStore(_NoRedis(), PREFIX, 60, None)
+    return [[store._key(tenant, "batch_1"), store._results(tenant, "batch_1"), store._index(tenant),
+             store._key(tenant, "batch_1") + ":input"]]
+
+
+def affinity_groups(_tenant: str) -> list[list[str]]:
+    settings = Affinity(chunk_chars=16, max_chunks=8)
+    return [prefix_keys("x" * 200 + str(n), model, settings, PREFIX) for n, model in enumerate(("m1", "m2"))]
+
+
+def quality_groups(_tenant: str) -> list[list[str]]:
+    k = quality_keys(PREFIX)
+    return [[k["tier"] + "small", k["class"] + "2", k["ctl"], k["changes"]]]  # record_verdict.lua's keys
+
+
+# Modules that build keys from the prefix -> the multi-key calls they make. Keys used one at a
+# time (a stored response, the batch runner's lease, the console's minutes, quality samples, the
+# outcome stream, the active-batch set) need no shared slot and so have no group.
+BUILDERS = {
+    "policies/keyspace.py": policies_groups,
+    "gateway/storage_quota.py": storage_groups,
+    "gateway/batches/files.py": files_groups,
+    "gateway/batches/store.py": batches_groups,
+    "gateway/affinity.py": affinity_groups,
+    "gateway/quality/store.py": quality_groups,
+    "gateway/quality/learning.py": None,
+    "gateway/response_store.py": None,
+    "gateway/batches/runner.py": None,
+    "gateway/console/activity.py": None,
+}
+KEY_FROM_PREFIX = re.compile(r'\{(?:self\.|config\.redis\.)?(?:key_)?prefix\}\w|(?:key_)?prefix \+ ["\w]')
+
+
+class _NoRedis:
+    """Stands in for the client where only key names are asked for: no command is sent."""
+
+    def register_script(self, _source):
+        return None
+
+
+def test_every_module_that_builds_keys_is_walked():
+    found = set()
+    for path in [*ROOT.glob("gateway/**/*.py"), *ROOT.glob("policies/**/*.py")]:
+        if KEY_FROM_PREFIX.search(path.read_text()):
+            found.add(path.relative_to(ROOT).as_posix())
+    assert found <= set(BUILDERS), f"key builders not walked here: {sorted(found - set(BUILDERS))}"
+
+
+@pytest.mark.parametrize("module", [m for m, groups in BUILDERS.items() if groups])
+def test_keys_of_one_call_share_a_slot(module):
+    for tenant in TENANTS:
+        for group in BUILDERS[module](tenant):
+            assert len(group) >= 2, group
+            slots = {_slot(key) for key in group}
+            assert len(slots) == 1, f"{module}: keys of one call in slots {slots}: {group}"
+            assert all("{" in key and "}" in key.split("{", 1)[1] for key in group), group
+
+
+@pytest.mark.parametrize("module", ["policies/keyspace.py", "gateway/storage_quota.py", "gateway/batches/files.py",
+                                    "gateway/batches/store.py"])
+def test_tenant_keys_are_tagged_by_their_tenant(module):
+    """Tenants spread over the Cluster's masters: their keys hash by the tenant's name alone."""
+    for tenant in ("acme", "beta"):
+        for group in BUILDERS[module](tenant):
+            assert {_slot(key) for key in group} == {_slot("{" + tenant + "}")}, group
+    slots = {_slot(BUILDERS[module](f"tenant-{i}")[0][0]) for i in range(50)}
+    assert len(slots) > 40  # not all on one slot
+
+
+def test_one_prompt_shares_a_slot_and_prompts_spread():
+    settings = Affinity(chunk_chars=16, max_chunks=8)
+    slots = {_slot(prefix_keys(f"prompt {i} " + "y" * 100, "m", settings, PREFIX)[0]) for i in range(50)}
+    assert len(slots) > 40
+
