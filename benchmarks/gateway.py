@@ -27,11 +27,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import aiohttp
 
+from benchmarks.gateway_calls import BODY, one_call, wait_http
 from benchmarks.gateway_dropin import dropin_latency
 from benchmarks.gateway_peers import start_litellm
 from benchmarks.load import closed_loop_rps, wrk_rps
@@ -43,40 +43,6 @@ from measure.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 TENANT_KEY = "sk-bench-tenant"
-BODY = {"model": "auto", "max_tokens": 8,
-        "messages": [{"role": "user", "content": "What is the capital of France? Answer in one word."}]}
-
-
-async def wait_http(session: aiohttp.ClientSession, url: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            async with session.get(url) as response:
-                if response.status < 500:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.2)
-    raise RuntimeError(f"{url} did not come up")
-
-
-async def one_call(session, url: str, body: dict, headers: dict, stream: bool) -> float:
-    """Seconds to the whole answer, or to the first content chunk of a stream."""
-    started = time.perf_counter()
-    async with session.post(url, json=dict(body, stream=stream), headers=headers) as response:
-        if response.status != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status}: {(await response.text())[:200]}")
-        if not stream:
-            await response.read()
-            return time.perf_counter() - started
-        async for line in response.content:
-            if line.startswith(b"data: {"):
-                elapsed = time.perf_counter() - started
-                await response.read()
-                return elapsed
-    raise RuntimeError("stream ended before any chunk")
-
-
 async def added_latency(session, direct: str, target: str, headers: dict, n: int, stream: bool,
                         body: dict) -> dict:
     direct_s, target_s = [], []

@@ -20,7 +20,7 @@ import aiohttp
 import redis
 import yaml
 
-from benchmarks.gateway import wait_http
+from benchmarks.gateway_calls import wait_http
 from launcher import commands
 from launcher.group import ProcessGroup
 from launcher.processes import free_port

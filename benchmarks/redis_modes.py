@@ -23,7 +23,7 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.gateway import BODY, one_call, wait_http
+from benchmarks.gateway_calls import BODY, one_call, wait_http
 from benchmarks.load import closed_loop_rps
 from launcher import commands
 from launcher.group import ProcessGroup

@@ -82,7 +82,7 @@ class StorageQuota:
         self._reserve = redis.register_script(_RESERVE)
         self._release = redis.register_script(_RELEASE)
 
-    def _keys(self, tenant: str) -> list[str]:
+    def keys(self, tenant: str) -> list[str]:
         base = f"{self.prefix}storage:{{{tenant}}}:{self.kind}"
         return [base, base + ":sizes", base + ":bytes"]
 
@@ -92,7 +92,7 @@ class StorageQuota:
         a 429 past the count quota, a 413 past the byte quota. `force` records the item whatever
         the quota (results the gateway writes for the tenant)."""
         status, count, used, *expired = await self._reserve(
-            keys=self._keys(tenant),
+            keys=self.keys(tenant),
             args=[item_id, size, expires_at, int(time.time()), quota.count, quota.bytes, int(force), self.ttl_s,
                   int(check_only)])
         if status == OVER_COUNT:
@@ -109,7 +109,7 @@ class StorageQuota:
         return quota.bytes - (await self.reserve(tenant, "", 1, 0, quota, check_only=True)).used
 
     async def release(self, tenant: str, item_id: str) -> None:
-        await self._release(keys=self._keys(tenant), args=[item_id])
+        await self._release(keys=self.keys(tenant), args=[item_id])
 
 
 def _limits(config, tenant):

@@ -6,12 +6,10 @@ import asyncio
 import glob
 import json
 import sys
-from dataclasses import replace
 
 from redis.exceptions import RedisError
 
 from policies.keys import hash_key
-from typedconfig import ConfigError
 
 
 def _rebuild(args: argparse.Namespace) -> int:
@@ -20,41 +18,17 @@ def _rebuild(args: argparse.Namespace) -> int:
     from policies.rebuild import rebuild_ledger
     from policies.store import PolicyStore
 
-    settings = None
-    if args.config:  # its `redis:` section, any mode (the gateway's own reader and client)
-        from gateway.config import parse_redis
-        from typedconfig import Fields
-
-        settings = parse_redis(Fields(_yaml_mapping(args.config), "", args.config), "redis")
-    prefix = args.prefix or (settings.key_prefix if settings else "tiergate:")
     paths = sorted({p for pattern in args.logs for p in (glob.glob(pattern) or [pattern])})
 
-    def client():
-        if args.redis_url or settings is None or (settings.mode == "single" and not settings.url):
-            return Redis.from_url(args.redis_url or "redis://127.0.0.1:6379/0")
-        from gateway.redis_conn import connect
-
-        return connect(replace(settings, socket_timeout_s=max(settings.socket_timeout_s, 10.0)))
-
     async def run() -> dict:
-        redis = client()
+        redis = Redis.from_url(args.redis_url)
         try:
-            return await rebuild_ledger(PolicyStore(redis, prefix, 60), paths)
+            return await rebuild_ledger(PolicyStore(redis, args.prefix, 60), paths)
         finally:
             await redis.aclose()
 
     print(json.dumps(asyncio.run(run())))
     return 0
-
-
-def _yaml_mapping(path: str) -> dict:
-    import yaml
-
-    with open(path, encoding="utf-8") as fh:
-        raw = yaml.safe_load(fh) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: top level must be a mapping")
-    return raw
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,16 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     hk.add_argument("key")
     rb = sub.add_parser("rebuild-ledger", help="recompute the Redis spend ledger from usage logs")
     rb.add_argument("logs", nargs="+", help="usage log files or globs (all replicas, rotated ones too)")
-    rb.add_argument("--redis-url", default=None, help="default: the redis section of --config (any mode), else redis://127.0.0.1:6379/0")
-    rb.add_argument("--prefix", default=None, help="default: redis.key_prefix of --config")
-    rb.add_argument("--config", default=None, help="gateway config YAML to read the Redis URL and prefix from")
+    rb.add_argument("--redis-url", default="redis://127.0.0.1:6379/0",
+                    help="a single Redis; for a gateway config's Redis in any mode: python -m gateway.rebuild_ledger")
+    rb.add_argument("--prefix", default="tiergate:", help="the gateway's redis.key_prefix")
     args = parser.parse_args(argv)
     if args.command == "hash-key":
         print(hash_key(args.key))
         return 0
     try:
         return _rebuild(args)
-    except (OSError, ValueError, RedisError, ConfigError) as exc:
+    except (OSError, ValueError, RedisError) as exc:
         print(f"rebuild-ledger: {exc}", file=sys.stderr)
         return 2
 

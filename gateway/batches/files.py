@@ -37,10 +37,10 @@ class FileStore:
         self.redis, self.prefix, self.ttl_s, self.bodies = redis, prefix, ttl_s, bodies
         self.quota = StorageQuota(redis, prefix, "files", "files", ttl_s)
 
-    def _key(self, tenant: str, file_id: str) -> str:
+    def key(self, tenant: str, file_id: str) -> str:
         return f"{self.prefix}file:{{{tenant}}}:{file_id}"
 
-    def _index(self, tenant: str) -> str:
+    def index_key(self, tenant: str) -> str:
         return f"{self.prefix}files:{{{tenant}}}"
 
     async def put(self, tenant: str, temp: Path, size: int, filename: str, purpose: str, quota: Quota, *,
@@ -58,12 +58,12 @@ class FileStore:
             raise
         try:
             await self.bodies.commit(temp, tenant, meta["id"])
-            key = self._key(tenant, meta["id"])
+            key = self.key(tenant, meta["id"])
             async with self.redis.pipeline(transaction=True) as pipe:
                 pipe.hset(key, "meta", json.dumps(meta))
                 pipe.expire(key, self.ttl_s)
-                pipe.zadd(self._index(tenant), {meta["id"]: now})
-                pipe.expire(self._index(tenant), self.ttl_s)
+                pipe.zadd(self.index_key(tenant), {meta["id"]: now})
+                pipe.expire(self.index_key(tenant), self.ttl_s)
                 await pipe.execute()
         except BaseException:
             await self._undo(tenant, meta["id"], temp)
@@ -81,7 +81,7 @@ class FileStore:
             log.warning("could not give back the quota of file %s: %s", file_id, exc)
 
     async def meta(self, tenant: str, file_id: str) -> dict:
-        raw = await self.redis.hget(self._key(tenant, file_id), "meta")
+        raw = await self.redis.hget(self.key(tenant, file_id), "meta")
         if raw is None:
             raise not_found("file", file_id)
         return json.loads(raw)
@@ -96,7 +96,7 @@ class FileStore:
 
     async def _move_to_disk(self, tenant: str, name: str) -> bool:
         """A file kept before bodies moved out of Redis: its body goes to disk on first use."""
-        key = self._key(tenant, name)
+        key = self.key(tenant, name)
         content = await self.redis.hget(key, "content")
         if content is None:
             return False
@@ -111,22 +111,22 @@ class FileStore:
             raise not_found("file", file_id) from None
 
     async def delete(self, tenant: str, file_id: str) -> None:
-        if not await self.redis.delete(self._key(tenant, file_id)):
+        if not await self.redis.delete(self.key(tenant, file_id)):
             raise not_found("file", file_id)
-        await self.redis.zrem(self._index(tenant), file_id)
+        await self.redis.zrem(self.index_key(tenant), file_id)
         await self.quota.release(tenant, file_id)
         await self.bodies.remove(tenant, file_id)
 
     async def listing(self, tenant: str, limit: int, after: str | None, purpose: str | None) -> dict:
         """Newest first, OpenAI's cursor page: `after` is the last id of the previous page."""
-        ids = [i.decode() for i in await self.redis.zrevrange(self._index(tenant), 0, -1)]
+        ids = [i.decode() for i in await self.redis.zrevrange(self.index_key(tenant), 0, -1)]
         if after is not None:
             ids = ids[ids.index(after) + 1:] if after in ids else []
         found = []
         for file_id in ids:
-            raw = await self.redis.hget(self._key(tenant, file_id), "meta")
+            raw = await self.redis.hget(self.key(tenant, file_id), "meta")
             if raw is None:  # expired: drop it from the index too
-                await self.redis.zrem(self._index(tenant), file_id)
+                await self.redis.zrem(self.index_key(tenant), file_id)
                 continue
             meta = json.loads(raw)
             if purpose is None or meta["purpose"] == purpose:

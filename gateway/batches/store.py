@@ -52,13 +52,13 @@ class BatchStore:
         self._record = redis.register_script(_RECORD)
         self._transition = redis.register_script(_TRANSITION)
 
-    def _key(self, tenant: str, batch_id: str) -> str:
+    def key(self, tenant: str, batch_id: str) -> str:
         return f"{self.prefix}batch:{{{tenant}}}:{batch_id}"
 
-    def _results(self, tenant: str, batch_id: str) -> str:
-        return self._key(tenant, batch_id) + ":results"
+    def results_key(self, tenant: str, batch_id: str) -> str:
+        return self.key(tenant, batch_id) + ":results"
 
-    def _index(self, tenant: str) -> str:
+    def index_key(self, tenant: str) -> str:
         return f"{self.prefix}batches:{{{tenant}}}"
 
     @property
@@ -68,7 +68,7 @@ class BatchStore:
     async def create(self, tenant: str, meta: dict) -> None:
         """The batch, with its own name for the input file's body on disk (deleting the file
         cannot starve it); that name goes when the batch ends."""
-        key, now = self._key(tenant, meta["id"]), meta["created_at"]
+        key, now = self.key(tenant, meta["id"]), meta["created_at"]
         try:
             await self.bodies.share(tenant, meta["input_file_id"], _input(meta["id"]))
         except FileNotFoundError:  # the file was deleted meanwhile
@@ -78,8 +78,8 @@ class BatchStore:
                 pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
                                         "completed": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0})
                 pipe.expire(key, self.ttl_s)
-                pipe.zadd(self._index(tenant), {meta["id"]: now})
-                pipe.expire(self._index(tenant), self.ttl_s)
+                pipe.zadd(self.index_key(tenant), {meta["id"]: now})
+                pipe.expire(self.index_key(tenant), self.ttl_s)
                 await pipe.execute()
             try:  # after the record: a runner that meets an id without one forgets it
                 await self.redis.sadd(self._active, json.dumps([tenant, meta["id"]]))
@@ -96,18 +96,18 @@ class BatchStore:
         except FileNotFoundError:
             pass
         # a batch created before bodies moved to disk kept its input in Redis
-        content = await self.redis.get(self._key(tenant, batch_id) + ":input")
+        content = await self.redis.get(self.key(tenant, batch_id) + ":input")
         if content is None:
             raise not_found("batch input", batch_id)
         return content
 
     async def ended(self, tenant: str, batch_id: str) -> None:
         """A final batch no longer needs its input or its per-line results (the files hold them)."""
-        await self.redis.delete(self._results(tenant, batch_id), self._key(tenant, batch_id) + ":input")
+        await self.redis.delete(self.results_key(tenant, batch_id), self.key(tenant, batch_id) + ":input")
         await self.bodies.remove(tenant, _input(batch_id))
 
     async def fields(self, tenant: str, batch_id: str) -> dict[str, str]:
-        raw = await self.redis.hgetall(self._key(tenant, batch_id))
+        raw = await self.redis.hgetall(self.key(tenant, batch_id))
         if not raw:
             raise not_found("batch", batch_id)
         return {k.decode(): v.decode() for k, v in raw.items()}
@@ -122,16 +122,16 @@ class BatchStore:
         return sum(1 for owner, _ in await self.active() if owner == tenant)
 
     async def done(self, tenant: str, batch_id: str) -> set[int]:
-        return {int(i) for i in await self.redis.hkeys(self._results(tenant, batch_id))}
+        return {int(i) for i in await self.redis.hkeys(self.results_key(tenant, batch_id))}
 
     async def results(self, tenant: str, batch_id: str) -> dict[int, bytes]:
-        raw = await self.redis.hgetall(self._results(tenant, batch_id))
+        raw = await self.redis.hgetall(self.results_key(tenant, batch_id))
         return {int(i): line for i, line in raw.items()}
 
     async def record(self, tenant: str, batch_id: str, index: int, line: bytes, ok: bool,
                      input_tokens: int, output_tokens: int) -> bool:
         """Keep a line's result unless one is kept already; True when this call kept it."""
-        kept = await self._record(keys=[self._results(tenant, batch_id), self._key(tenant, batch_id)],
+        kept = await self._record(keys=[self.results_key(tenant, batch_id), self.key(tenant, batch_id)],
                                   args=[index, line, "completed" if ok else "failed", input_tokens, output_tokens,
                                         self.ttl_s])
         return bool(kept)
@@ -140,7 +140,7 @@ class BatchStore:
         """Set `status` (and its timestamp, and `fields`) if the batch is in one of `allowed`."""
         stamp = {f"{status}_at": int(time.time())} if f"{status}_at" in TIMESTAMPS else {}
         pairs = [x for kv in {**stamp, **fields}.items() for x in kv]
-        moved = await self._transition(keys=[self._key(tenant, batch_id)], args=[",".join(allowed), status, *pairs])
+        moved = await self._transition(keys=[self.key(tenant, batch_id)], args=[",".join(allowed), status, *pairs])
         if moved and status in FINAL:
             await self.redis.srem(self._active, json.dumps([tenant, batch_id]))
         return bool(moved)
@@ -150,14 +150,14 @@ class BatchStore:
         await self.redis.srem(self._active, json.dumps([tenant, batch_id]))
 
     async def listing(self, tenant: str, limit: int, after: str | None) -> dict:
-        ids = [i.decode() for i in await self.redis.zrevrange(self._index(tenant), 0, -1)]
+        ids = [i.decode() for i in await self.redis.zrevrange(self.index_key(tenant), 0, -1)]
         if after is not None:
             ids = ids[ids.index(after) + 1:] if after in ids else []
         found = []
         for batch_id in ids:
-            raw = await self.redis.hgetall(self._key(tenant, batch_id))
+            raw = await self.redis.hgetall(self.key(tenant, batch_id))
             if not raw:
-                await self.redis.zrem(self._index(tenant), batch_id)
+                await self.redis.zrem(self.index_key(tenant), batch_id)
                 continue
             found.append(batch_object({k.decode(): v.decode() for k, v in raw.items()}))
             if len(found) > limit:

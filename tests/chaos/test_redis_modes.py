@@ -5,7 +5,7 @@ The rule tested (deploy/README.md, "Choosing Redis"): replication is asynchronou
 may lose the ledger writes the dead master acknowledged but had not yet passed on (its last
 moment); requests meanwhile follow `policy.on_redis_error`; afterwards every request is served
 and billed on the new master with no restart, and a reconcile from the usage logs
-(`python -m policies rebuild-ledger`) makes the ledger exact."""
+(`python -m gateway.rebuild_ledger --config`) makes the ledger exact."""
 from __future__ import annotations
 
 import asyncio
@@ -97,7 +97,7 @@ async def _settled(store: PolicyStore, records) -> list[str]:
 
 def _reconcile_cli(config, paths: list[str]) -> None:
     """The documented reconcile: the command line, reaching Redis as the config says (any mode)."""
-    done = subprocess.run([sys.executable, "-m", "policies", "rebuild-ledger", *paths, "--config", str(config)],
+    done = subprocess.run([sys.executable, "-m", "gateway.rebuild_ledger", *paths, "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 

@@ -48,18 +48,18 @@ def policies_groups(tenant: str) -> list[list[str]]:
 
 
 def storage_groups(tenant: str) -> list[list[str]]:
-    return [StorageQuota(_NoRedis(), PREFIX, kind, kind, 60)._keys(tenant) for kind in ("files", "responses")]
+    return [StorageQuota(_NoRedis(), PREFIX, kind, kind, 60).keys(tenant) for kind in ("files", "responses")]
 
 
 def files_groups(tenant: str) -> list[list[str]]:
     store = FileStore(_NoRedis(), PREFIX, 60, None)
-    return [[store._key(tenant, "file-1"), store._index(tenant)]]
+    return [[store.key(tenant, "file-1"), store.index_key(tenant)]]
 
 
 def batches_groups(tenant: str) -> list[list[str]]:
     store = BatchStore(_NoRedis(), PREFIX, 60, None)
-    return [[store._key(tenant, "batch_1"), store._results(tenant, "batch_1"), store._index(tenant),
-             store._key(tenant, "batch_1") + ":input"]]
+    return [[store.key(tenant, "batch_1"), store.results_key(tenant, "batch_1"), store.index_key(tenant),
+             store.key(tenant, "batch_1") + ":input"]]
 
 
 def affinity_groups(_tenant: str) -> list[list[str]]:
