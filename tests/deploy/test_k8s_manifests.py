@@ -27,24 +27,7 @@ API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "Persisten
 EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
 # the Kubernetes release whose schemas the manifests must pass (kubernetes-validate ships them)
 SCHEMA_VERSION = "1.37.0"
-DOCS = BASE  # the base install: what `kubectl apply -f deploy/k8s/` creates
 EVERY_DOC = BASE + HA_DOCS
-
-
-def _of(kind: str) -> list[dict]:
-    return of(kind, DOCS)
-
-
-def _one(kind: str, name: str) -> dict:
-    return one(kind, name, DOCS)
-
-
-def _containers(workload: dict) -> list[dict]:
-    return containers(workload)
-
-
-def _gateway_config() -> dict:
-    return gateway_config(DOCS)
 
 
 def _id(doc: dict) -> str:
@@ -62,7 +45,7 @@ def test_every_document_validates_against_the_kubernetes_schemas(doc):
     assert kubernetes_validate.validate(resource, SCHEMA_VERSION, strict=True) == "1.37"
 
 
-@pytest.mark.parametrize("install", [DOCS, HA_INSTALL], ids=["base", "sentinel"])
+@pytest.mark.parametrize("install", [BASE, HA_INSTALL], ids=["base", "sentinel"])
 def test_every_document_has_kind_api_version_and_metadata(install):
     assert {d["_file"] for d in install} >= {"namespace.yaml", "gateway.yaml", "workers.yaml", "workers-gpu.yaml"}
     seen = set()
@@ -82,7 +65,7 @@ def test_workloads_select_their_pods_and_set_resources(workload):
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"].items() <= labels.items()
     assert spec["replicas"] >= 1
-    for container in _containers(workload):
+    for container in containers(workload):
         assert container["image"] and container["name"]
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(container["resources"][kind]), (container["name"], kind)
@@ -95,17 +78,17 @@ def test_services_reach_a_named_container_port(service):
     targets = [w for w in of("Deployment", EVERY_DOC) + of("StatefulSet", EVERY_DOC)
                if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
     assert targets, f"service {service['metadata']['name']} selects no pods"
-    ports = {p["name"]: p["containerPort"] for w in targets for c in _containers(w) for p in c["ports"]}
+    ports = {p["name"]: p["containerPort"] for w in targets for c in containers(w) for p in c["ports"]}
     for port in service["spec"]["ports"]:
         assert port["targetPort"] in ports or port["targetPort"] in ports.values()
 
 
 def test_gateway_and_workers_probe_health_on_their_http_port():
-    http_workloads = [d for d in _of("Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"]
+    http_workloads = [d for d in of("Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"]
                       in ("gateway", "worker")]
     assert len(http_workloads) >= 2
     for workload in http_workloads:
-        for container in _containers(workload):
+        for container in containers(workload):
             port_names = {p["name"] for p in container["ports"]}
             for probe in ("readinessProbe", "livenessProbe"):
                 get = container[probe]["httpGet"]
@@ -113,27 +96,27 @@ def test_gateway_and_workers_probe_health_on_their_http_port():
 
 
 def test_gateway_deployment_runs_replicas_with_the_config_secret_and_an_hpa():
-    gateway = _one("Deployment", "tiergate-gateway")
+    gateway = one("Deployment", "tiergate-gateway")
     assert gateway["spec"]["replicas"] >= 2
-    (container,) = _containers(gateway)
+    (container,) = containers(gateway)
     command = container["command"]
     assert command[:3] == ["python", "-m", "gateway"]
     config_path = Path(command[command.index("--config") + 1])
     mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
     volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    assert config_path.name in _one("Secret", volume["secret"]["secretName"])["stringData"]
+    assert config_path.name in one("Secret", volume["secret"]["secretName"])["stringData"]
     assert int(command[command.index("--port") + 1]) == container["ports"][0]["containerPort"]
-    hpa = _one("HorizontalPodAutoscaler", "tiergate-gateway")
+    hpa = one("HorizontalPodAutoscaler", "tiergate-gateway")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "tiergate-gateway"}
     assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
 
 
 def test_configmap_gateway_config_is_valid_and_points_at_these_services():
-    doc = _gateway_config()
+    doc = gateway_config()
     config = parse_config(doc, "deploy/k8s/config.yaml")
     assert len(config.tiers) == 5
     assert "quality" in doc and config.quality == QualityConfig()  # on, with the documented defaults
-    services = {service_host(s): {p["port"] for p in s["spec"]["ports"]} for s in _of("Service")}
+    services = {service_host(s): {p["port"] for p in s["spec"]["ports"]} for s in of("Service")}
     external = []
     for tier in config.tiers:
         for worker in tier.workers:
@@ -148,15 +131,15 @@ def test_configmap_gateway_config_is_valid_and_points_at_these_services():
 
 
 def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     for tier in config.tiers:
         url = urlsplit(tier.workers[0].url)
         if url.hostname == EXTERNAL_VLLM_HOST:
             continue
-        service = _one("Service", url.hostname.split(".")[0])
-        pool = next(d for d in _of("Deployment") if service["spec"]["selector"].items()
+        service = one("Service", url.hostname.split(".")[0])
+        pool = next(d for d in of("Deployment") if service["spec"]["selector"].items()
                     <= d["spec"]["template"]["metadata"]["labels"].items())
-        (container,) = _containers(pool)
+        (container,) = containers(pool)
         command = container["command"]
         assert command[:3] == ["python", "-m", "backends.worker"]
         assert command[command.index("--model") + 1] == tier.model
@@ -188,11 +171,11 @@ def _bytes(size: str) -> int:
 
 def _gateway_claim_at(path: str) -> tuple[dict, dict]:
     """The gateway container's mount at `path` and the PersistentVolumeClaim behind it."""
-    gateway = _one("Deployment", "tiergate-gateway")
-    (container,) = _containers(gateway)
+    gateway = one("Deployment", "tiergate-gateway")
+    (container,) = containers(gateway)
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
     volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    return mount, _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    return mount, one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
 
 
 @pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel"])
@@ -204,7 +187,7 @@ def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting(docs, n
 
 
 def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     mount, claim = _gateway_claim_at(config.batches.files_dir)
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and not mount.get("readOnly")
 
@@ -212,10 +195,10 @@ def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
 def test_gateway_is_closed_by_default_and_keeps_its_usage_log():
     """Tenants and the admin key hash come with the Secret, so the gateway (on 0.0.0.0 in its pod)
     starts without --insecure-open; the usage log, the ledger's source of truth, is on a claim."""
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     assert config.policies.tenants and config.policies.admin_key_sha256
-    gateway = _one("Deployment", "tiergate-gateway")
-    (container,) = _containers(gateway)
+    gateway = one("Deployment", "tiergate-gateway")
+    (container,) = containers(gateway)
     command = container["command"]
     assert INSECURE_FLAG not in command and refusal(command[command.index("--host") + 1], config, False) is None
     _, claim = _gateway_claim_at(config.policies.usage_log.dir)
