@@ -1,61 +1,55 @@
-"""deploy/k8s: every manifest parses, has the fields Kubernetes requires, and fits together:
+"""deploy/k8s: every manifest (ha/ too) validates against the Kubernetes schemas offline
+(kubernetes-validate, strict), has the fields Kubernetes requires, and fits together:
 selectors match pods, Services reach named ports, probes hit /health, the Secret's gateway
 config (tenants and the admin key hash) passes the gateway's own validation and points each tier
 at a Service in these manifests (or at the external vLLM endpoint), the usage log is on a volume
-claim, Redis persists (appendonly + PVC) and refuses writes when full rather than evicting, and
-file bodies live on a volume every gateway replica shares."""
+claim, Redis (the single pod and the Sentinel set) persists (appendonly + PVC) and refuses writes
+when full rather than evicting, and file bodies live on a volume every gateway replica shares.
+The Sentinel set is in test_k8s_sentinel.py, the GPU workers in test_k8s_gpu_workers.py."""
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import kubernetes_validate
 import pytest
-import yaml
 
 from gateway.config import parse_config
 from gateway.exposure import INSECURE_FLAG, refusal
 from gateway.quality.config import QualityConfig
 
-K8S = Path(__file__).parents[2] / "deploy" / "k8s"
+from .manifests import (BASE, HA_DOCS, HA_INSTALL, K8S, NAMESPACE, container_named, containers, gateway_config, of, one,
+                        service_host)
+
 API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "PersistentVolumeClaim": "v1", "Service": "v1",
-                "Deployment": "apps/v1", "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2"}
-NAMESPACE = "tiergate"
+                "Deployment": "apps/v1", "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2",
+                "PodDisruptionBudget": "policy/v1"}
 EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
+# the Kubernetes release whose schemas the manifests must pass (kubernetes-validate ships them)
+SCHEMA_VERSION = "1.37.0"
+EVERY_DOC = BASE + HA_DOCS
 
 
-def _docs() -> list[dict]:
-    docs = []
-    for path in sorted(K8S.glob("*.yaml")):
-        docs += [dict(d, _file=path.name) for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    return docs
+def _id(doc: dict) -> str:
+    return f"{doc['_file']}:{doc['kind']}/{doc['metadata']['name']}"
 
 
-DOCS = _docs()
+def test_every_manifest_file_is_read():
+    assert {str(p.relative_to(K8S)) for p in K8S.rglob("*.yaml")} == {d["_file"] for d in EVERY_DOC}
 
 
-def _of(kind: str) -> list[dict]:
-    return [d for d in DOCS if d["kind"] == kind]
+@pytest.mark.parametrize("doc", EVERY_DOC, ids=_id)
+def test_every_document_validates_against_the_kubernetes_schemas(doc):
+    """Strict: an unknown field (a typo, a field at the wrong level) fails as a wrong type does."""
+    resource = {key: value for key, value in doc.items() if key != "_file"}
+    assert kubernetes_validate.validate(resource, SCHEMA_VERSION, strict=True) == "1.37"
 
 
-def _one(kind: str, name: str) -> dict:
-    found = [d for d in _of(kind) if d["metadata"]["name"] == name]
-    assert len(found) == 1, (kind, name)
-    return found[0]
-
-
-def _containers(workload: dict) -> list[dict]:
-    return workload["spec"]["template"]["spec"]["containers"]
-
-
-def _gateway_config() -> dict:
-    return yaml.safe_load(_one("Secret", "tiergate-config")["stringData"]["tiergate.yaml"])
-
-
-def test_every_document_has_kind_api_version_and_metadata():
-    assert {d["_file"] for d in DOCS} >= {"namespace.yaml", "config.yaml", "gateway.yaml", "redis.yaml",
-                                         "workers.yaml"}
+@pytest.mark.parametrize("install", [BASE, HA_INSTALL], ids=["base", "sentinel"])
+def test_every_document_has_kind_api_version_and_metadata(install):
+    assert {d["_file"] for d in install} >= {"namespace.yaml", "gateway.yaml", "workers.yaml", "workers-gpu.yaml"}
     seen = set()
-    for doc in DOCS:
+    for doc in install:
         assert doc["apiVersion"] == API_VERSIONS[doc["kind"]], (doc["_file"], doc["kind"])
         name = doc["metadata"]["name"]
         assert name and len(name) <= 63 and name == name.lower()
@@ -65,36 +59,36 @@ def test_every_document_has_kind_api_version_and_metadata():
         seen.add((doc["kind"], name))
 
 
-@pytest.mark.parametrize("workload", _of("Deployment") + _of("StatefulSet"), ids=lambda d: d["metadata"]["name"])
+@pytest.mark.parametrize("workload", of("Deployment", EVERY_DOC) + of("StatefulSet", EVERY_DOC), ids=_id)
 def test_workloads_select_their_pods_and_set_resources(workload):
     spec = workload["spec"]
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"].items() <= labels.items()
     assert spec["replicas"] >= 1
-    for container in _containers(workload):
+    for container in containers(workload):
         assert container["image"] and container["name"]
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(container["resources"][kind]), (container["name"], kind)
         assert container["readinessProbe"] and container["livenessProbe"]
 
 
-@pytest.mark.parametrize("service", _of("Service"), ids=lambda d: d["metadata"]["name"])
+@pytest.mark.parametrize("service", of("Service", EVERY_DOC), ids=_id)
 def test_services_reach_a_named_container_port(service):
     selector = service["spec"]["selector"]
-    targets = [w for w in _of("Deployment") + _of("StatefulSet")
+    targets = [w for w in of("Deployment", EVERY_DOC) + of("StatefulSet", EVERY_DOC)
                if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
     assert targets, f"service {service['metadata']['name']} selects no pods"
-    ports = {p["name"]: p["containerPort"] for w in targets for c in _containers(w) for p in c["ports"]}
+    ports = {p["name"]: p["containerPort"] for w in targets for c in containers(w) for p in c["ports"]}
     for port in service["spec"]["ports"]:
         assert port["targetPort"] in ports or port["targetPort"] in ports.values()
 
 
 def test_gateway_and_workers_probe_health_on_their_http_port():
-    http_workloads = [d for d in _of("Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"]
+    http_workloads = [d for d in of("Deployment") if d["metadata"]["labels"]["app.kubernetes.io/component"]
                       in ("gateway", "worker")]
     assert len(http_workloads) >= 2
     for workload in http_workloads:
-        for container in _containers(workload):
+        for container in containers(workload):
             port_names = {p["name"] for p in container["ports"]}
             for probe in ("readinessProbe", "livenessProbe"):
                 get = container[probe]["httpGet"]
@@ -102,28 +96,27 @@ def test_gateway_and_workers_probe_health_on_their_http_port():
 
 
 def test_gateway_deployment_runs_replicas_with_the_config_secret_and_an_hpa():
-    gateway = _one("Deployment", "tiergate-gateway")
+    gateway = one("Deployment", "tiergate-gateway")
     assert gateway["spec"]["replicas"] >= 2
-    (container,) = _containers(gateway)
+    (container,) = containers(gateway)
     command = container["command"]
     assert command[:3] == ["python", "-m", "gateway"]
     config_path = Path(command[command.index("--config") + 1])
     mount = next(m for m in container["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
     volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    assert config_path.name in _one("Secret", volume["secret"]["secretName"])["stringData"]
+    assert config_path.name in one("Secret", volume["secret"]["secretName"])["stringData"]
     assert int(command[command.index("--port") + 1]) == container["ports"][0]["containerPort"]
-    hpa = _one("HorizontalPodAutoscaler", "tiergate-gateway")
+    hpa = one("HorizontalPodAutoscaler", "tiergate-gateway")
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "tiergate-gateway"}
     assert 1 <= hpa["spec"]["minReplicas"] <= hpa["spec"]["maxReplicas"]
 
 
 def test_configmap_gateway_config_is_valid_and_points_at_these_services():
-    doc = _gateway_config()
+    doc = gateway_config()
     config = parse_config(doc, "deploy/k8s/config.yaml")
-    assert len(config.tiers) == 4
+    assert len(config.tiers) == 5
     assert "quality" in doc and config.quality == QualityConfig()  # on, with the documented defaults
-    services = {f"{s['metadata']['name']}.{NAMESPACE}.svc.cluster.local": {p["port"] for p in s["spec"]["ports"]}
-                for s in _of("Service")}
+    services = {service_host(s): {p["port"] for p in s["spec"]["ports"]} for s in of("Service")}
     external = []
     for tier in config.tiers:
         for worker in tier.workers:
@@ -138,24 +131,28 @@ def test_configmap_gateway_config_is_valid_and_points_at_these_services():
 
 
 def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     for tier in config.tiers:
         url = urlsplit(tier.workers[0].url)
         if url.hostname == EXTERNAL_VLLM_HOST:
             continue
-        service = _one("Service", url.hostname.split(".")[0])
-        pool = next(d for d in _of("Deployment") if service["spec"]["selector"].items()
+        service = one("Service", url.hostname.split(".")[0])
+        pool = next(d for d in of("Deployment") if service["spec"]["selector"].items()
                     <= d["spec"]["template"]["metadata"]["labels"].items())
-        (container,) = _containers(pool)
+        (container,) = containers(pool)
         command = container["command"]
         assert command[:3] == ["python", "-m", "backends.worker"]
         assert command[command.index("--model") + 1] == tier.model
         assert int(command[command.index("--port") + 1]) == url.port == container["ports"][0]["containerPort"]
 
 
-def test_redis_persists_with_appendonly_on_a_volume_claim():
-    redis = _one("StatefulSet", "tiergate-redis")
-    (container,) = _containers(redis)
+REDIS_SETS = [(BASE, "tiergate-redis"), (HA_DOCS, "tiergate-redis-ha")]  # the single Redis and the Sentinel set
+
+
+@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel"])
+def test_redis_persists_with_appendonly_on_a_volume_claim(docs, name):
+    redis = one("StatefulSet", name, docs)
+    container = container_named(redis, "redis")
     args = container["args"]
     assert args[args.index("--appendonly") + 1] == "yes"
     data_dir = args[args.index("--dir") + 1]
@@ -163,7 +160,7 @@ def test_redis_persists_with_appendonly_on_a_volume_claim():
     assert claim["spec"]["resources"]["requests"]["storage"]
     assert any(m["name"] == claim["metadata"]["name"] and m["mountPath"] == data_dir
                for m in container["volumeMounts"])
-    assert _one("Service", redis["spec"]["serviceName"])["spec"]["clusterIP"] == "None"
+    assert one("Service", redis["spec"]["serviceName"], docs)["spec"]["clusterIP"] == "None"
 
 
 def _bytes(size: str) -> int:
@@ -174,22 +171,23 @@ def _bytes(size: str) -> int:
 
 def _gateway_claim_at(path: str) -> tuple[dict, dict]:
     """The gateway container's mount at `path` and the PersistentVolumeClaim behind it."""
-    gateway = _one("Deployment", "tiergate-gateway")
-    (container,) = _containers(gateway)
+    gateway = one("Deployment", "tiergate-gateway")
+    (container,) = containers(gateway)
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
     volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
-    return mount, _one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    return mount, one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
 
 
-def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting():
-    (container,) = _containers(_one("StatefulSet", "tiergate-redis"))
+@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel"])
+def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting(docs, name):
+    container = container_named(one("StatefulSet", name, docs), "redis")
     args = container["args"]
     assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
     assert _bytes(args[args.index("--maxmemory") + 1]) < _bytes(container["resources"]["limits"]["memory"])
 
 
 def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     mount, claim = _gateway_claim_at(config.batches.files_dir)
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"] and not mount.get("readOnly")
 
@@ -197,10 +195,10 @@ def test_file_bodies_live_on_a_volume_every_gateway_replica_mounts():
 def test_gateway_is_closed_by_default_and_keeps_its_usage_log():
     """Tenants and the admin key hash come with the Secret, so the gateway (on 0.0.0.0 in its pod)
     starts without --insecure-open; the usage log, the ledger's source of truth, is on a claim."""
-    config = parse_config(_gateway_config(), "deploy/k8s/config.yaml")
+    config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
     assert config.policies.tenants and config.policies.admin_key_sha256
-    gateway = _one("Deployment", "tiergate-gateway")
-    (container,) = _containers(gateway)
+    gateway = one("Deployment", "tiergate-gateway")
+    (container,) = containers(gateway)
     command = container["command"]
     assert INSECURE_FLAG not in command and refusal(command[command.index("--host") + 1], config, False) is None
     _, claim = _gateway_claim_at(config.policies.usage_log.dir)
