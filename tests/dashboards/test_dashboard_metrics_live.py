@@ -24,8 +24,8 @@ def _tiers(urls: list[str]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=1)
+def live(tmp_path_factory, shared_worker):
+    stack = Stack(tmp_path_factory.mktemp("dash-live"), _tiers, running_workers=(shared_worker,))
     try:
         client = openai.OpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0, timeout=120)
         question = [{"role": "user", "content": "Name one colour."}]
