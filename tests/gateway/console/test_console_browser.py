@@ -43,7 +43,7 @@ def stack(tmp_path_factory, shared_worker):
     }
     running = Stack(tmp, lambda urls: [{**tier("small", 1, urls), "price_per_mtok": {"input": 0.1, "output": 0.2}},
                                        {**tier("large", 4, urls), "price_per_mtok": {"input": 3.0, "output": 6.0}}],
-                    running_workers=(shared_worker,), **sections)
+                    n_workers=0, running_workers=(shared_worker,), **sections)
     yield running
     running.close()
 
