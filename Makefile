@@ -55,9 +55,9 @@ test: setup lint
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "$(IN_PROCESS)" tests
 	$(PY) -m pytest -q -m "not ($(IN_PROCESS))" tests
 
-# The unit tier alone: one process, quick; under two minutes on two cores.
+# The unit tier alone, on two processes like `make test`.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m unit tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m unit tests
 
 # The CUDA path on a GPU machine (docs/gpu.md), under 8 minutes; no `make setup` there: the machine's
 # own Python with torch, and the wheels it lacks installed into GPU_DEPS.
