@@ -47,13 +47,17 @@ run: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The whole suite, every tier (tests/support/tiers.py); lint first.
+# The whole suite, every tier (tests/support/tiers.py); lint first. The in-process tiers (unit, slow)
+# run on two processes, a test file per process at a time so module fixtures load once; the tiers that
+# start processes of their own (live, chaos, browser) run one at a time, as their timeouts assume.
+IN_PROCESS := unit or slow
 test: setup lint
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "$(IN_PROCESS)" tests
+	$(PY) -m pytest -q -m "not ($(IN_PROCESS))" tests
 
-# The unit tier alone: one process, quick; under two minutes on two cores.
+# The unit tier alone, on two processes like `make test`.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m unit tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m unit tests
 
 # The CUDA path on a GPU machine (docs/gpu.md), under 8 minutes; no `make setup` there: the machine's
 # own Python with torch, and the wheels it lacks installed into GPU_DEPS.

@@ -19,6 +19,19 @@ def _triton_mode() -> None:
 _triton_mode()
 
 
+def _share_cores() -> None:
+    """Under pytest-xdist each process gets its share of the cores for torch, so that two test
+    processes do not each spin a thread per core against the other."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+_share_cores()
+
+
 import uuid
 
 import aiohttp
@@ -28,6 +41,7 @@ import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
 from tests.support.tiers import assign
+from tests.support.workers import running_worker
 
 
 def pytest_collection_modifyitems(config, items):
@@ -123,3 +137,12 @@ def own_redis(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def shared_worker():
+    """The URL of one smollm2-135m worker with the default flags, started once for the whole session
+    and shared by the stacks that only send it requests (tests/gateway/e2e_stack.py `running_workers`).
+    A test that stops, slows or reconfigures a worker starts its own."""
+    with running_worker("smollm2-135m") as worker:
+        yield worker.base

@@ -13,7 +13,8 @@ import pytest
 from tests.dashboards.dash_helpers import dashboards, exposed_names
 from dashboards.promql import dashboard_exprs, metric_names
 from tests.gateway.e2e_stack import MODEL, Stack
-from tests.support.metrics import samples, scrape
+from tests.support import wait_until
+from tests.support.metrics import metric, samples, scrape
 
 
 def _tiers(urls: list[str]) -> list[dict]:
@@ -24,9 +25,13 @@ def _tiers(urls: list[str]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    stack = Stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=1)
+def live(tmp_path_factory, shared_worker):
+    stack = Stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=0, running_workers=(shared_worker,))
     try:
+        worker = stack.worker_urls[0]  # the session's: counted from here, once what others sent has ended
+        wait_until(lambda: metric(scrape(worker), "tiergate_worker_num_requests_running") == 0,
+                   what="the shared worker idle")
+        before = scrape(worker)
         client = openai.OpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0, timeout=120)
         question = [{"role": "user", "content": "Name one colour."}]
         client.chat.completions.create(model="auto", messages=question, max_tokens=3)
@@ -36,7 +41,7 @@ def live(tmp_path_factory):
         assert "".join(c.delta.content or "" for c in chunks).strip(), chunks  # the stream carried text
         assert chunks[-1].finish_reason in ("stop", "length"), chunks
         client.completions.create(model="small", prompt="The sky is", max_tokens=3)
-        yield scrape(stack.url), scrape(stack.worker_urls[0])
+        yield scrape(stack.url), scrape(worker), before
     finally:
         stack.close()
 
@@ -51,7 +56,7 @@ def _used_metrics() -> dict[str, set[str]]:
 
 
 def test_every_dashboard_metric_is_exposed(live):
-    gateway_page, worker_page = live
+    gateway_page, worker_page, _ = live
     gateway, worker = exposed_names(gateway_page), exposed_names(worker_page)
     used = _used_metrics()
     assert len(used) >= 30  # the three dashboards together
@@ -62,7 +67,7 @@ def test_every_dashboard_metric_is_exposed(live):
 
 def test_traffic_reached_the_cost_and_latency_series(live):
     """Not only declared: the series the panels plot carry this traffic's values."""
-    gateway_page, worker_page = live
+    gateway_page, worker_page, worker_before = live
     cost = sum(v for labels, v in samples(gateway_page, "tiergate_cost_usd_total") if labels["tenant"] == "anonymous")
     top = sum(v for _, v in samples(gateway_page, "tiergate_cost_top_tier_usd_total"))
     saved = sum(v for _, v in samples(gateway_page, "tiergate_cost_saved_usd_total"))
@@ -73,5 +78,9 @@ def test_traffic_reached_the_cost_and_latency_series(live):
     assert sum(v for (_, reason), v in reasons.items() if reason == "classifier") == 1
     assert sum(v for _, v in samples(gateway_page, "tiergate_classifier_predictions_total")) == 1
     assert [v for labels, v in samples(gateway_page, "tiergate_ttft_seconds_count") if labels["tier"] == "large"] == [1]
-    assert sum(v for _, v in samples(worker_page, "tiergate_worker_e2e_request_latency_seconds_count")) == 3
-    assert sum(v for _, v in samples(worker_page, "tiergate_worker_prefix_cache_queries_total")) > 0
+
+    def counted(name: str) -> float:  # on the shared worker, since this module's traffic began
+        return sum(v for _, v in samples(worker_page, name)) - sum(v for _, v in samples(worker_before, name))
+
+    assert counted("tiergate_worker_e2e_request_latency_seconds_count") == 3
+    assert counted("tiergate_worker_prefix_cache_queries_total") > 0

@@ -4,8 +4,19 @@ tests/conftest.py."""
 import pytest
 
 from gateway.classify import PromptLengthClassifier
+from tests.gateway.e2e_stack import Stack, tier
 
 
 @pytest.fixture
 def default_classifier():
     return PromptLengthClassifier()
+
+
+@pytest.fixture(scope="session")
+def small_stack(tmp_path_factory, shared_worker):
+    """The session's worker behind one gateway process (tier small), started once for the e2e
+    modules that only send requests through it and change nothing in it."""
+    stack = Stack(tmp_path_factory.mktemp("small-stack"), lambda urls: [tier("small", 1, urls)],
+                  n_workers=0, running_workers=(shared_worker,))
+    yield stack
+    stack.close()

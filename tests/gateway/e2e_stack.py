@@ -24,19 +24,23 @@ def require_worker_module() -> None:
 
 class Stack:
     """N workers (started here) behind one gateway process, using the shared Redis; each
-    process logs to a file in tmp, shown when a start fails."""
+    process logs to a file in tmp, shown when a start fails. `running_workers` are URLs of workers
+    started by someone else (the session's `shared_worker`): they come first in `worker_urls`,
+    before the `n_workers` started here, and are never stopped here."""
 
-    def __init__(self, tmp: Path, tiers_for, n_workers: int = 2, worker_flags: tuple[str, ...] = (), **sections):
+    def __init__(self, tmp: Path, tiers_for, n_workers: int = 2, worker_flags: tuple[str, ...] = (),
+                 running_workers: tuple[str, ...] = (), **sections):
         require_worker_module()
         self.group = ProcessGroup(tmp)
         self.prefix = f"tge2e:{uuid.uuid4().hex[:8]}:"
         try:
             ports = [free_port() for _ in range(n_workers)]
-            self.worker_urls = [f"http://127.0.0.1:{port}" for port in ports]
             self.workers = [self.group.spawn(f"worker-{port}", worker_command(MODEL, port, *worker_flags))
                             for port in ports]
-            for url, proc in zip(self.worker_urls, self.workers):
+            started = [f"http://127.0.0.1:{port}" for port in ports]
+            for url, proc in zip(started, self.workers):
                 self.group.wait_healthy(url, proc)
+            self.worker_urls = [*running_workers, *started]
             doc = {"tiers": tiers_for(self.worker_urls), "redis": {"url": SHARED_REDIS, "key_prefix": self.prefix},
                    "health": {"interval_s": 0.5, "timeout_s": 1.0}, "timeouts": {"connect_s": 1.0, "read_s": 60.0}}
             doc.update(sections)

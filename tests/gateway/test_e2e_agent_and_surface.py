@@ -9,14 +9,12 @@ import pytest
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, StopAtTools, function_tool,
                     set_tracing_disabled)
 
-from tests.gateway.e2e_stack import MODEL, Stack, tier
+from tests.gateway.e2e_stack import MODEL
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("surface"), lambda urls: [tier("small", 1, urls)], n_workers=1)
-    yield s
-    s.close()
+def stack(small_stack):
+    return small_stack
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from tests.gateway.e2e_stack import MODEL, Stack, tier
+from tests.gateway.e2e_stack import MODEL
 from tests.gateway.schema_zoo import schemas
 
 
@@ -43,10 +43,8 @@ class GetWeather(BaseModel):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("structured"), lambda urls: [tier("small", 1, urls)], n_workers=1)
-    yield s
-    s.close()
+def stack(small_stack):
+    return small_stack
 
 
 @pytest.fixture(scope="module", params=["gateway", "worker"])

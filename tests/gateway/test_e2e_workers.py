@@ -18,10 +18,10 @@ SYSTEM = ("You are the support assistant of the Tiergate project. Answer briefly
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, shared_worker):
     s = Stack(tmp_path_factory.mktemp("e2e"),
-              lambda urls: [tier("small", 1, urls), tier("large", 3, urls[1:])],
-              aliases={"smart": "auto"}, affinity={"load_margin": 1})
+              lambda urls: [tier("small", 1, urls), tier("large", 3, urls[1:])], n_workers=1,
+              running_workers=(shared_worker,), aliases={"smart": "auto"}, affinity={"load_margin": 1})
     yield s
     s.close()
 

@@ -26,7 +26,7 @@ BY_PATH = {  # a folder or module -> its tier
     "tests/fuzz": "live",  # every fuzz module drives a gateway process (tests/fuzz/live_stack.py)
 }
 # fixtures that start processes: a stack of workers and gateways, one worker, a redis-server, ...
-LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateways", "running"}
+LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateways", "running", "shared_worker"}
 
 
 def tier_by_path(nodeid: str) -> str | None:

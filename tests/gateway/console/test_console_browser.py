@@ -34,7 +34,7 @@ def _launch(playwright):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, shared_worker):
     tmp = tmp_path_factory.mktemp("console-stack")
     sections = {
         "policy": {"admin_key_sha256": hash_key(ADMIN), "usage_log": {"dir": str(tmp / "logs")}},
@@ -43,7 +43,7 @@ def stack(tmp_path_factory):
     }
     running = Stack(tmp, lambda urls: [{**tier("small", 1, urls), "price_per_mtok": {"input": 0.1, "output": 0.2}},
                                        {**tier("large", 4, urls), "price_per_mtok": {"input": 3.0, "output": 6.0}}],
-                    n_workers=1, **sections)
+                    n_workers=0, running_workers=(shared_worker,), **sections)
     yield running
     running.close()
 

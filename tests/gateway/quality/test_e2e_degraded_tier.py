@@ -33,8 +33,9 @@ def _tiers(urls: list[str], small_cap: int | None) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    s = Stack(tmp_path_factory.mktemp("quality-e2e"), lambda urls: _tiers(urls, 1), n_workers=1, quality=QUALITY)
+def stack(tmp_path_factory, shared_worker):
+    s = Stack(tmp_path_factory.mktemp("quality-e2e"), lambda urls: _tiers(urls, 1), n_workers=0,
+              running_workers=(shared_worker,), quality=QUALITY)
     yield s
     s.close()
 
