@@ -21,12 +21,12 @@ import torch  # noqa: E402
 from aiohttp import web  # noqa: E402
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # noqa: E402
 
-from .engine.async_engine import AsyncEngine  # noqa: E402
+from .engine.core.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
-from .engine.device import KV_CACHE_DTYPES, resolve_device  # noqa: E402
-from .engine.llm_engine import LLMEngine  # noqa: E402
-from .engine.models import cache_root  # noqa: E402
-from .engine.plans import plan_defaults  # noqa: E402
+from .engine.model.device import KV_CACHE_DTYPES, resolve_device  # noqa: E402
+from .engine.core.llm_engine import LLMEngine  # noqa: E402
+from .engine.model.models import cache_root  # noqa: E402
+from .engine.model.plans import plan_defaults  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 from .serving.generation_defaults import parse_overrides  # noqa: E402
 from webwire import trace_flags, tracing  # noqa: E402
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
     parser.add_argument("--fuse-kernels", action=argparse.BooleanOptionalAction, default=None,
                         help="Llama/Qwen2/Qwen3: fused RMSNorm (with the residual add), rotary and SiLU-and-mul "
-                             "kernels, merged q/k/v and gate/up projections (engine/fusion.py). Default: on for "
+                             "kernels, merged q/k/v and gate/up projections (engine/model/fusion.py). Default: on for "
                              "CUDA, off on CPU; asked for on another family, the worker refuses to start")
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                         help="launch the next decode step while the host reads this one's tokens (default: on "
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU: decode steps run as one compiled graph of the whole model, built before "
                              "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
-                             "engine/compiled_decode.py). Default: on for int4 on CPU (engine/plans.py)")
+                             "engine/model/compiled_decode.py). Default: on for int4 on CPU (engine/model/plans.py)")
     parser.add_argument("--int4-dense-prefill", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "

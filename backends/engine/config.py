@@ -30,19 +30,19 @@ class EngineConfig:
     batch_prefill_chunk: int | None = 64  # batch prompt tokens per step while interactive work runs (None: no cap)
     max_model_len: int | None = None  # context window; default min(model's, 8192)
     enable_prefix_caching: bool = True
-    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/device.py)
+    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/model/device.py)
     kv_cache_dtype: str | None = None  # None/"auto": the model's; "bfloat16" on CPU: half the KV bytes (device.py)
     device: str = "cpu"  # "auto" | "cpu" | "cuda"; the worker's --device defaults to auto
     gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
-    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/cuda_graphs.py)
-    fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/fusion.py)
-    # launch the next decode step before this one's tokens are read (engine/llm_engine.py); None: on
+    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/model/cuda_graphs.py)
+    fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/model/fusion.py)
+    # launch the next decode step before this one's tokens are read (engine/core/llm_engine.py); None: on
     # where decode graphs are captured (CUDA), off elsewhere; True on CPU needs cuda_graphs=True
     async_scheduling: bool | None = None
-    compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/compiled_decode.py)
+    compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/model/compiled_decode.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
-    quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py
-    int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quantize.py)
+    quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quant/quantize.py
+    int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quant/quantize.py)
     quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2
     speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
     num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from backends.engine.device import gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes
+from backends.engine.model.device import gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes
 
 
 def test_auto_follows_torch_and_cuda_without_a_gpu_is_an_error():

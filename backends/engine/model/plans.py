@@ -5,7 +5,7 @@ steps take, and whether step inputs are copied to the device. ModelRunner reads 
 instead of testing the device at each branch.
 
 The CUDA plan also fuses the model's elementwise kernels and sibling projections
-(engine/fusion.py) unless config.fuse_kernels is False.
+(engine/model/fusion.py) unless config.fuse_kernels is False.
 
 What only CUDA has (the memory queries that size the pool, graph capture) is reached through
 two of the plan's members, which tests replace with stand-ins: the CUDA plan's own Python
@@ -24,7 +24,7 @@ import torch
 from kernels.fused_reference import TORCH_OPS, FusedOps, triton_ops
 from kernels.paged_attention import paged_attention
 
-from .config import EngineConfig
+from ..config import EngineConfig
 from .cuda_graphs import capture_cuda_graph
 from .device import profiled_kv_bytes
 from .fusion import fuse_model
@@ -48,7 +48,7 @@ class ExecutionPlan:
     kv_budget: Callable[[Callable[[], None]], int] | None = None
     # capture(forward, pool) -> (replay, output, pool): forward() recorded as a CUDA graph (GRAPHS only)
     capture: Callable | None = None
-    # fuse(model): fused kernels and merged projections swapped in (engine/fusion.py); None: the model as loaded
+    # fuse(model): fused kernels and merged projections swapped in (engine/model/fusion.py); None: the model as loaded
     fuse: Callable | None = None
 
     def prepare(self, model: torch.nn.Module) -> None:

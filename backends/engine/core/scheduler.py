@@ -26,7 +26,7 @@ import time
 from collections import Counter, deque
 
 from .block_manager import BlockManager
-from .config import EngineConfig
+from ..config import EngineConfig
 from .sequence import BATCH, PRIORITIES, Sequence, SequenceStatus
 
 

@@ -10,21 +10,21 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .models import load_tokenizer, model_dir
+from ..model.models import load_tokenizer, model_dir
 from .block_manager import BlockManager
-from .config import EngineConfig
-from .device import resolve_device, resolve_dtype
-from .grammar import GrammarCompiler
-from .length_guard import LengthGuard
-from .gpu_fit import load_fitting
-from .int4_checkpoints import checkpoint_int4_layers
-from .model_runner import ModelRunner, load_model
-from .plans import Decode, ExecutionPlan
-from .quantize import quantize_model
-from .proposers import Draft, DraftModelProposer, NgramProposer
+from ..config import EngineConfig
+from ..model.device import resolve_device, resolve_dtype
+from ..structured.grammar import GrammarCompiler
+from ..structured.length_guard import LengthGuard
+from ..model.gpu_fit import load_fitting
+from ..quant.int4_checkpoints import checkpoint_int4_layers
+from ..model.model_runner import ModelRunner, load_model
+from ..model.plans import Decode, ExecutionPlan
+from ..quant.quantize import quantize_model
+from ..spec.proposers import Draft, DraftModelProposer, NgramProposer
 from .sampler import Sampled, launch_sample, verify
 from .scheduler import Scheduler
-from .spec_stats import SpecStats
+from ..spec.spec_stats import SpecStats
 from .sequence import SamplingParams, Sequence
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -66,7 +66,7 @@ class _Launched:
 class LLMEngine:
     def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None,
                  plan: ExecutionPlan | None = None):
-        """`plan`: how to run on the device (engine/plans.py); by default the device's own."""
+        """`plan`: how to run on the device (engine/model/plans.py); by default the device's own."""
         self.config = config
         device = resolve_device(config.device)
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
