@@ -13,13 +13,13 @@ from wire.errors import OpenAIError, bad_request
 from wire.requests import GenerationParams, parse_chat, parse_completion
 from wire.token_ids import check_token_ids
 
-from .engine.async_engine import AsyncEngine
-from .engine.grammar import GrammarError
-from .engine.length_guard import FormatNeedsMoreTokens
-from .engine.llm_engine import RequestTooLargeError, StepFailedError
-from .engine.scheduler import QueueFullError
-from .engine.sequence import INTERACTIVE, PRIORITIES
-from .engine.models import model_dir
+from .engine.core.async_engine import AsyncEngine
+from .engine.structured.grammar import GrammarError
+from .engine.structured.length_guard import FormatNeedsMoreTokens
+from .engine.core.llm_engine import RequestTooLargeError, StepFailedError
+from .engine.core.scheduler import QueueFullError
+from .engine.core.sequence import INTERACTIVE, PRIORITIES
+from .engine.model.models import model_dir
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
 from .serving.prompting import chat_prompt_ids

@@ -1,6 +1,6 @@
 """`python -m backends.prepare [NAME...]`: convert the bundled GGUF models once into
 safetensors folders, and keep the GGUF's own Q4_1 blocks beside them for the int4 tier
-(backends/engine/gguf_blocks.py). Idempotent: a prepared model is skipped at once."""
+(backends/engine/quant/gguf_blocks.py). Idempotent: a prepared model is skipped at once."""
 from __future__ import annotations
 
 import argparse
@@ -14,8 +14,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from .engine.gguf_blocks import Q4_1_FILE, extract_q4_1  # noqa: E402
-from .engine.models import BUNDLED, model_dir  # noqa: E402
+from .engine.quant.gguf_blocks import Q4_1_FILE, extract_q4_1  # noqa: E402
+from .engine.model.models import BUNDLED, model_dir  # noqa: E402
 
 DONE_MARKER = ".prepared"
 Q4_1_MODELS = {"smollm2-135m"}  # GGUFs whose linear layers ship as Q4_1 (Gemma's are Q4_K/Q6_K)

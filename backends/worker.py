@@ -21,12 +21,12 @@ import torch  # noqa: E402
 from aiohttp import web  # noqa: E402
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # noqa: E402
 
-from .engine.async_engine import AsyncEngine  # noqa: E402
+from .engine.core.async_engine import AsyncEngine  # noqa: E402
 from .engine.config import EngineConfig  # noqa: E402
-from .engine.device import KV_CACHE_DTYPES, resolve_device  # noqa: E402
-from .engine.llm_engine import LLMEngine  # noqa: E402
-from .engine.models import cache_root  # noqa: E402
-from .engine.plans import plan_defaults  # noqa: E402
+from .engine.model.device import KV_CACHE_DTYPES, resolve_device  # noqa: E402
+from .engine.core.llm_engine import LLMEngine  # noqa: E402
+from .engine.model.models import cache_root  # noqa: E402
+from .engine.device_defaults import plan_defaults  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 from .serving.generation_defaults import parse_overrides  # noqa: E402
 from webwire import trace_flags, tracing  # noqa: E402
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
     parser.add_argument("--fuse-kernels", action=argparse.BooleanOptionalAction, default=None,
                         help="Llama/Qwen2/Qwen3: fused RMSNorm (with the residual add), rotary and SiLU-and-mul "
-                             "kernels, merged q/k/v and gate/up projections (engine/fusion.py). Default: on for "
+                             "kernels, merged q/k/v and gate/up projections (engine/model/fusion.py). Default: on for "
                              "CUDA, off on CPU; asked for on another family, the worker refuses to start")
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                         help="launch the next decode step while the host reads this one's tokens (default: on "
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU: decode steps run as one compiled graph of the whole model, built before "
                              "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
-                             "engine/compiled_decode.py). Default: on for int4 on CPU (engine/plans.py)")
+                             "engine/model/compiled_decode.py). Default: on for int4 on CPU (engine/device_defaults.py)")
     parser.add_argument("--int4-dense-prefill", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plan_settings(args: argparse.Namespace) -> dict:
     """--compile, --int4-dense-prefill and --kv-cache-dtype as given, else the device's fastest plan."""
-    chosen = plan_defaults(resolve_device(args.device), args.quantization)
+    chosen = plan_defaults(resolve_device(args.device).type, args.quantization)
     given = {"compile_decode": args.compile, "int4_dense_prefill": args.int4_dense_prefill,
              "kv_cache_dtype": args.kv_cache_dtype}
     settings = {name: chosen[name] if value is None else value for name, value in given.items()}
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
         return
     try:
+        args.device = resolve_device(args.device).type  # "auto" resolved once, for the plan and the engine alike
         config = EngineConfig(model=args.model, block_size=args.block_size, kv_cache_bytes=int(args.kv_cache_gb * (1 << 30)),
                               max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
                               max_waiting=args.max_waiting, batch_max_wait_s=args.batch_max_wait_s,

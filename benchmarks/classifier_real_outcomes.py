@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.models import cache_root
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.models import cache_root
 
 QUESTIONS = Path(__file__).resolve().parent / "data" / "checkable_questions.jsonl"
 # The chat model reasons before it answers, so it gets room to finish; the base model's answer
@@ -52,7 +52,7 @@ def _answers(model: str, prompts: list[list[int]], first_line: bool) -> list[str
 
 
 def _prompts(model: str, questions: list[dict]) -> list[list[int]]:
-    from backends.engine.models import load_tokenizer, model_dir
+    from backends.engine.model.models import load_tokenizer, model_dir
 
     tokenizer = load_tokenizer(model_dir(model))
     if model == "smollm2-135m":  # chat

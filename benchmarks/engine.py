@@ -41,9 +41,9 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
-from backends.engine.llm_engine import LLMEngine  # noqa: E402
-from backends.engine.models import model_dir  # noqa: E402
-from backends.engine.device import KV_CACHE_DTYPES, resolve_device, resolve_dtype  # noqa: E402
+from backends.engine.core.llm_engine import LLMEngine  # noqa: E402
+from backends.engine.model.models import model_dir  # noqa: E402
+from backends.engine.model.device import KV_CACHE_DTYPES, resolve_device, resolve_dtype  # noqa: E402
 from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream  # noqa: E402
 from benchmarks.engine_llamacpp_peer import run_llamacpp  # noqa: E402
 from benchmarks.engine_models import ARCHITECTURES, random_model, random_prompt  # noqa: E402

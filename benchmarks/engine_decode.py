@@ -13,7 +13,7 @@ import time
 import torch
 
 from backends.engine import SamplingParams
-from backends.engine.device import tensor_bytes
+from backends.engine.model.device import tensor_bytes
 
 
 def _sync(device: torch.device) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 
-from backends.engine.models import BUNDLED
+from backends.engine.model.models import BUNDLED
 from benchmarks.llamacpp_build import start_llama_server
 
 

@@ -4,7 +4,7 @@ Throughput and bandwidth depend on the shapes, not on the weights' values, so a 
 no checkpoint: the config dicts below are Llama 3.2's published 1B and 3B shapes and Llama
 3.1's 70B (rope scaling left out: it changes no cost), plus a tiny one for smoke runs on CPU.
 The same seed builds identical weights for the engine and for the HF static-batching peer.
-`random_int4_model` builds int4 ones layer by layer (backends/engine/layerwise.py): the 70B's
+`random_int4_model` builds int4 ones layer by layer (backends/engine/model/layerwise.py): the 70B's
 bf16 weights would not fit one GPU, its int4 codes do.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from backends.engine.layerwise import random_int4_model as build_int4
-from backends.engine.model_runner import ATTN_IMPLEMENTATION
-from backends.engine.quantize import Kernel
+from backends.engine.model.layerwise import random_int4_model as build_int4
+from backends.engine.model.model_runner import ATTN_IMPLEMENTATION
+from backends.engine.quant.quantize import Kernel
 
 _LLAMA_3 = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
                 tie_word_embeddings=True, bos_token_id=128000, eos_token_id=128001)

@@ -20,7 +20,7 @@ import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from backends.engine.model_runner import load_model
+from backends.engine.model.model_runner import load_model
 
 
 def load_sdpa_model(path):

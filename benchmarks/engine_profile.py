@@ -19,8 +19,8 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
-from backends.engine.device import KV_CACHE_DTYPES  # noqa: E402
-from backends.engine.llm_engine import LLMEngine  # noqa: E402
+from backends.engine.model.device import KV_CACHE_DTYPES  # noqa: E402
+from backends.engine.core.llm_engine import LLMEngine  # noqa: E402
 from benchmarks.streaming_load import synthetic_prompts  # noqa: E402
 
 FAMILIES = {  # aten op name fragments -> family

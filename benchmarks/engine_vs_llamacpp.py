@@ -26,7 +26,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from backends.engine.models import BUNDLED, load_tokenizer, model_dir  # noqa: E402
+from backends.engine.model.models import BUNDLED, load_tokenizer, model_dir  # noqa: E402
 from benchmarks.llamacpp_build import llama_server, start_llama_server  # noqa: E402
 from benchmarks.streaming_load import run_closed_loop, synthetic_prompts  # noqa: E402
 from launcher.processes import free_port, wait_healthy  # noqa: E402

@@ -24,9 +24,9 @@ from types import SimpleNamespace
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.models import model_dir
-from backends.engine.quantize import Int4Linear, Int8Linear
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.models import model_dir
+from backends.engine.quant.quantize import Int4Linear, Int8Linear
 from benchmarks.engine import build_engine, log
 from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream
 from benchmarks.engine_models import random_int4_model, random_model, random_prompt

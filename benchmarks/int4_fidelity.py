@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from backends.engine import EngineConfig, SamplingParams  # noqa: E402
-from backends.engine.llm_engine import LLMEngine  # noqa: E402
+from backends.engine.core.llm_engine import LLMEngine  # noqa: E402
 from benchmarks.chat_prompts import CHAT_PROMPTS  # noqa: E402
 from measure.agreement import teacher_forced_agreement  # noqa: E402
 

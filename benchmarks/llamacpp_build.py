@@ -10,7 +10,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from backends.engine.models import cache_root
+from backends.engine.model.models import cache_root
 from kernels.cpu_kernels import cpu_flags
 
 BASE_FLAGS = ["-DLLAMA_CURL=OFF", "-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",

@@ -18,10 +18,10 @@ import json
 import statistics
 import time
 
-from backends.engine.block_manager import BlockManager
+from backends.engine.core.block_manager import BlockManager
 from backends.engine.config import EngineConfig
-from backends.engine.scheduler import Scheduler
-from backends.engine.sequence import BATCH, INTERACTIVE, SamplingParams, Sequence
+from backends.engine.core.scheduler import Scheduler
+from backends.engine.core.sequence import BATCH, INTERACTIVE, SamplingParams, Sequence
 from benchmarks.chat_prompts import CHAT_PROMPTS
 from benchmarks.priority_traffic import add_traffic_args
 from measure.stats import latency_stats
@@ -33,7 +33,7 @@ UNIQUE_AT, UNIQUE_IDS = 16, 20000  # where a per-request token goes, and how man
 
 
 def chat_prompts(model: str) -> list[list[int]]:
-    from backends.engine.models import load_tokenizer, model_dir
+    from backends.engine.model.models import load_tokenizer, model_dir
 
     tok = load_tokenizer(model_dir(model))
     return [list(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
@@ -47,7 +47,7 @@ def fit_cost(model: str, threads: int, repeats: int = 7) -> tuple[float, float, 
     import numpy as np
     import torch
 
-    from backends.engine.llm_engine import LLMEngine
+    from backends.engine.core.llm_engine import LLMEngine
 
     torch.set_num_threads(threads)
     engine = LLMEngine(EngineConfig(model=model, enable_prefix_caching=False))

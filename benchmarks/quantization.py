@@ -20,7 +20,7 @@ one JSON object as its last stdout line. Per configuration:
 Configurations `int8` / `int4` (group 32) / `int4_g64` quantize the decoder linears and the
 tied LM head (int8 per vocab row, shared with the embedding); `int8_fp32_head` keeps the
 head and embedding in fp32. These two comparisons chose the defaults in
-backends/engine/quantize.py (group 32, LM head quantized).
+backends/engine/quant/quantize.py (group 32, LM head quantized).
 """
 from __future__ import annotations
 
@@ -84,10 +84,10 @@ def measure(name: str, rounds: int, reference_file: str | None) -> dict:
     from transformers import AutoTokenizer
 
     from backends.engine import EngineConfig, SamplingParams
-    from backends.engine.llm_engine import LLMEngine
-    from backends.engine.model_runner import load_model
-    from backends.engine.quantize import quantize_linears, release_freed_memory
-    from backends.engine.models import model_dir
+    from backends.engine.core.llm_engine import LLMEngine
+    from backends.engine.model.model_runner import load_model
+    from backends.engine.quant.quantize import quantize_linears, release_freed_memory
+    from backends.engine.model.models import model_dir
 
     method, group_size, lm_head = CONFIGS[name]
     path = model_dir(MODEL)

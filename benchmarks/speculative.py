@@ -14,9 +14,9 @@ import sys
 import time
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import load_model
-from backends.engine.models import model_dir
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.model_runner import load_model
+from backends.engine.model.models import model_dir
 
 PASSAGE = (
     "The city council met on Monday evening to discuss the new bicycle lanes on Harbour Street. "

@@ -26,10 +26,10 @@ import random
 
 import jsonschema
 
-from backends.engine.grammar import closed_objects, json_object_grammar, json_schema_grammar
-from backends.engine.length_guard import FormatNeedsMoreTokens
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.output_shape import OutputShape
+from backends.engine.structured.grammar import closed_objects, json_object_grammar, json_schema_grammar
+from backends.engine.structured.length_guard import FormatNeedsMoreTokens
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.structured.output_shape import OutputShape
 from benchmarks.structured_schemas import SCHEMAS
 
 SCHEMA = {"type": "object", "required": ["notes"], "properties": {

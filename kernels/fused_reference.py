@@ -42,7 +42,7 @@ def rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tenso
 
 @dataclass(frozen=True)
 class FusedOps:
-    """One kernel set for a fused model (backends/engine/fusion.py)."""
+    """One kernel set for a fused model (backends/engine/model/fusion.py)."""
     name: str
     rms_norm: Callable
     add_rms_norm: Callable

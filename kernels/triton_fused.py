@@ -1,6 +1,6 @@
 """Fused elementwise kernels in Triton for a decoder layer: RMSNorm, residual add + RMSNorm,
 SiLU-and-mul on a merged gate|up output, and rotary on q and k. The torch reference set with the
-same signatures is kernels/fused_reference.py; backends/engine/fusion.py routes a model to either.
+same signatures is kernels/fused_reference.py; backends/engine/model/fusion.py routes a model to either.
 
 Each kernel reads and writes the model's dtype and computes in fp32. Where HF rounds an
 intermediate to the model's dtype (the normed activations before the weight, SiLU before the

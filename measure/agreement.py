@@ -9,7 +9,7 @@ import math
 @contextlib.contextmanager
 def stock_attention(model):
     """Run the engine's model through a plain HF forward (sdpa) instead of the paged cache."""
-    from backends.engine.model_runner import ATTN_IMPLEMENTATION
+    from backends.engine.model.model_runner import ATTN_IMPLEMENTATION
 
     model.set_attn_implementation("sdpa")
     try:

@@ -3,18 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# (token budget, running sequences) of a step by device. On CPU a step's cost grows with its
-# tokens at once; on an H100, 512 tokens and 64 sequences left most of the GPU idle and
-# 4,096 and 256 gave 2.4x the throughput (docs/gpu.md).
-STEP_LIMITS = {"cpu": (512, 64), "cuda": (4096, 256)}
-
-
-def step_limits(device: str) -> tuple[int, int]:
-    if device == "auto":
-        import torch  # only to resolve "auto"; the settings themselves need no torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return STEP_LIMITS["cuda" if device == "cuda" else "cpu"]
+from .device_defaults import defaults_for
 
 
 @dataclass
@@ -23,26 +12,26 @@ class EngineConfig:
     block_size: int = 16  # tokens per KV block; also the prefix-cache granularity
     kv_cache_bytes: int = 1 << 30  # memory budget for the KV pool; sets the number of blocks
     num_blocks: int | None = None  # overrides kv_cache_bytes (tests force preemption with it)
-    max_num_batched_tokens: int | None = None  # token budget of one step (decodes + prefill chunks); None: by device
-    max_num_seqs: int | None = None  # running sequences at most; None: by device (STEP_LIMITS)
+    max_num_batched_tokens: int | None = None  # token budget of one step (decodes + prefill chunks); None: by device (device_defaults.py)
+    max_num_seqs: int | None = None  # running sequences at most; None: by device (device_defaults.py)
     max_waiting: int = 256  # waiting queue bound: beyond it new requests are refused (503)
     batch_max_wait_s: float = 30.0  # a batch request waiting this long is admitted like an interactive one
     batch_prefill_chunk: int | None = 64  # batch prompt tokens per step while interactive work runs (None: no cap)
     max_model_len: int | None = None  # context window; default min(model's, 8192)
     enable_prefix_caching: bool = True
-    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (engine/device.py)
+    dtype: str | None = None  # None: float32 on CPU, bfloat16 on CUDA (device_defaults.py)
     kv_cache_dtype: str | None = None  # None/"auto": the model's; "bfloat16" on CPU: half the KV bytes (device.py)
-    device: str = "cpu"  # "auto" | "cpu" | "cuda"; the worker's --device defaults to auto
+    device: str = "cpu"  # "auto" | "cpu" | "cuda", "auto" resolved here, once; the worker's --device defaults to auto
     gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
-    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/cuda_graphs.py)
-    fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/fusion.py)
-    # launch the next decode step before this one's tokens are read (engine/llm_engine.py); None: on
+    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/model/cuda_graphs.py)
+    fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/model/fusion.py)
+    # launch the next decode step before this one's tokens are read (engine/core/llm_engine.py); None: on
     # where decode graphs are captured (CUDA), off elsewhere; True on CPU needs cuda_graphs=True
     async_scheduling: bool | None = None
-    compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/compiled_decode.py)
+    compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/model/compiled_decode.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
-    quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quantize.py
-    int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quantize.py)
+    quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quant/quantize.py
+    int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quant/quantize.py)
     quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2
     speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
     num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step
@@ -52,8 +41,12 @@ class EngineConfig:
         # refused here, before any weights load; on CUDA the plan refuses compile_decode alone
         if self.compile_decode and self.cuda_graphs:
             raise ValueError("compile_decode and cuda_graphs are two decode paths: choose one")
-        tokens, seqs = step_limits(self.device)
+        if self.device == "auto":
+            from .model.device import resolve_device  # torch only to resolve "auto": the settings need none
+
+            self.device = resolve_device(self.device).type
+        defaults = defaults_for(self.device)
         if self.max_num_batched_tokens is None:
-            self.max_num_batched_tokens = tokens
+            self.max_num_batched_tokens = defaults.max_num_batched_tokens
         if self.max_num_seqs is None:
-            self.max_num_seqs = seqs
+            self.max_num_seqs = defaults.max_num_seqs

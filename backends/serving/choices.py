@@ -2,7 +2,7 @@
 finish reason; as a whole (non-streamed) or as stream chunks."""
 from __future__ import annotations
 
-from backends.engine.async_engine import Delta
+from backends.engine.core.async_engine import Delta
 
 from .tool_calls import ToolCallStream, parse_tool_calls
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from backends.engine.output_shape import OutputShape
-from backends.engine.sequence import INTERACTIVE, SamplingParams
+from backends.engine.structured.output_shape import OutputShape
+from backends.engine.core.sequence import INTERACTIVE, SamplingParams
 from wire.requests import GenerationParams
 
 from .generation_defaults import setting

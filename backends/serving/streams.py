@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from backends.engine.async_engine import AsyncEngine, Delta
-from backends.engine.sequence import SamplingParams
+from backends.engine.core.async_engine import AsyncEngine, Delta
+from backends.engine.core.sequence import SamplingParams
 
 QUEUE_PER_CHOICE = 64  # deltas buffered per choice before its pump waits for the writer
 

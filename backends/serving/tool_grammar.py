@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from backends.engine.output_shape import OutputShape
-from backends.engine.grammar import (JSON_OPTIONS, closed_objects, json_object_grammar, json_schema_grammar,
+from backends.engine.structured.output_shape import OutputShape
+from backends.engine.structured.grammar import (JSON_OPTIONS, closed_objects, json_object_grammar, json_schema_grammar,
                                     lark_grammar)
 from wire.requests import GenerationParams
 from wire.structured import FunctionTool

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from backends.engine.async_engine import Delta
+from backends.engine.core.async_engine import Delta
 from webwire import tracing
 
 from .timing import RequestTimer

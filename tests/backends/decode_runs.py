@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.core.llm_engine import LLMEngine
 
 from tests.support.prompts import random_prompts
 

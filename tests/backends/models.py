@@ -8,8 +8,8 @@ import torch
 from transformers import (AutoTokenizer, Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
                           LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
-from backends.engine.model_runner import ATTN_IMPLEMENTATION, load_model
-from backends.engine.models import model_dir
+from backends.engine.model.model_runner import ATTN_IMPLEMENTATION, load_model
+from backends.engine.model.models import model_dir
 
 
 def _pair(cls, config, seed: int):

@@ -1,4 +1,4 @@
-"""Async scheduling (engine/llm_engine.py): the next pure decode step is launched from the ids
+"""Async scheduling (engine/core/llm_engine.py): the next pure decode step is launched from the ids
 still on the device before this step's tokens are read. Outputs, finish reasons, failures and
 counters must be those of the engine without it; the static-buffer path runs it on CPU."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from backends import worker
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.async_engine import AsyncEngine
-from backends.engine.llm_engine import LLMEngine, StepFailedError
+from backends.engine.core.async_engine import AsyncEngine
+from backends.engine.core.llm_engine import LLMEngine, StepFailedError
 from tests.support.cuda_stand_ins import OutOfMemoryAt
 from tests.support.polling import wait_for
 

@@ -1,7 +1,7 @@
-from backends.engine.block_manager import BlockManager
+from backends.engine.core.block_manager import BlockManager
 from backends.engine.config import EngineConfig
-from backends.engine.scheduler import QueueFullError, Scheduler
-from backends.engine.sequence import SamplingParams, Sequence
+from backends.engine.core.scheduler import QueueFullError, Scheduler
+from backends.engine.core.sequence import SamplingParams, Sequence
 
 import pytest
 
@@ -48,7 +48,7 @@ def test_hash_collision_never_serves_wrong_tokens():
     a = computed(bm, Sequence([1, 2, 3], SamplingParams()))
     fake_hash = bm.block_hashes[a.seq_id][0]
     b = Sequence([5, 6, 7], SamplingParams())
-    import backends.engine.block_manager as module
+    import backends.engine.core.block_manager as module
     original = module.chain_hash
     module.chain_hash = lambda parent, tokens: fake_hash  # every block "collides"
     try:

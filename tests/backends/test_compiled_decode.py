@@ -1,4 +1,4 @@
-"""Compiled decode steps on CPU (engine/compiled_decode.py): the whole model's decode step as
+"""Compiled decode steps on CPU (engine/model/compiled_decode.py): the whole model's decode step as
 one torch.compile graph, paged attention included. Greedy output must stay token-identical to Hugging
 Face `generate`, through batches that shrink from 7 to 1, chunked prefill and speculative
 verification (which run eagerly beside the compiled decode steps)."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine import quantize
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.quant import quantize
+from backends.engine.core.llm_engine import LLMEngine
 from kernels import quantized_linear
 
 from tests.support.prompts import random_prompts

@@ -5,9 +5,9 @@ import jsonschema
 import pytest
 
 from backends.engine.config import EngineConfig
-from backends.engine.grammar import GrammarError, json_schema_grammar
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.sequence import SamplingParams
+from backends.engine.structured.grammar import GrammarError, json_schema_grammar
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.sequence import SamplingParams
 
 pytestmark = pytest.mark.slow  # grammars compiled over the bundled model's vocabulary
 

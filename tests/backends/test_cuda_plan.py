@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.plans import Decode, choose_plan
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.plans import Decode, choose_plan
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts
 

@@ -1,4 +1,4 @@
-"""The decode-graph path (engine/cuda_graphs.py) run eagerly on CPU: bucketing, padding, static
+"""The decode-graph path (engine/model/cuda_graphs.py) run eagerly on CPU: bucketing, padding, static
 buffers and the scratch block, with the torch reference attention. Capture and replay, with
 the capture stood in for, are in test_cuda_plan.py."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.cuda_graphs import decode_buckets
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.model.cuda_graphs import decode_buckets
+from backends.engine.core.llm_engine import LLMEngine
 
 from tests.support.prompts import random_prompts
 

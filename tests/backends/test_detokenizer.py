@@ -1,7 +1,7 @@
 from transformers import AutoTokenizer
 
-from backends.engine.detokenizer import IncrementalDetokenizer
-from backends.engine.models import model_dir
+from backends.engine.core.detokenizer import IncrementalDetokenizer
+from backends.engine.model.models import model_dir
 
 TEXT = "Café ☕ naïve 東京タワー 🚀🎉 done."
 

@@ -2,7 +2,9 @@
 import pytest
 import torch
 
-from backends.engine.device import gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes
+from backends.engine.config import EngineConfig
+from backends.engine.device_defaults import defaults_for
+from backends.engine.model.device import gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes
 
 
 def test_auto_follows_torch_and_cuda_without_a_gpu_is_an_error():
@@ -13,6 +15,14 @@ def test_auto_follows_torch_and_cuda_without_a_gpu_is_an_error():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA device"):
             resolve_device("cuda")
+
+
+def test_the_config_resolves_auto_once_and_takes_that_devices_defaults():
+    config = EngineConfig(model="m", device="auto")
+    assert config.device == resolve_device("auto").type  # every later reader sees the device, not "auto"
+    defaults = defaults_for(config.device)
+    assert (config.max_num_batched_tokens, config.max_num_seqs) == (defaults.max_num_batched_tokens,
+                                                                    defaults.max_num_seqs)
 
 
 def test_default_dtype_is_bf16_on_gpu_fp32_on_cpu_unless_named():

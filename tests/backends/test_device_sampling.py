@@ -14,9 +14,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.grammar import json_schema_grammar
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.sampler import sample_on_device
+from backends.engine.structured.grammar import json_schema_grammar
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.sampler import sample_on_device
 from kernels.sampling import RowParams, draw, sample
 
 from .models import bundled

@@ -3,7 +3,7 @@ with all prompts submitted at once, under prefix sharing, chunked prefill and pr
 import pytest
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.core.llm_engine import LLMEngine
 
 from tests.support.prompts import random_prompts
 

@@ -1,5 +1,5 @@
 """Sibling int4 projections (q/k/v, gate/up) fused for compiled decode steps
-(engine/quantize.py fuse_sibling_projections): one kernel call per group inside the graph,
+(engine/quant/quantize.py fuse_sibling_projections): one kernel call per group inside the graph,
 the same numbers as the separate layers, and no second copy of the codes."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch._inductor.utils import run_and_get_code
 
-from backends.engine.quantize import Int4Linear, fuse_sibling_projections
+from backends.engine.quant.quantize import Int4Linear, fuse_sibling_projections
 
 
 class Attention(nn.Module):

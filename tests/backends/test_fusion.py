@@ -1,4 +1,4 @@
-"""Kernel fusion on a loaded model (engine/fusion.py) with the torch kernel set, as a CPU runs it:
+"""Kernel fusion on a loaded model (engine/model/fusion.py) with the torch kernel set, as a CPU runs it:
 the same greedy tokens and close logits through our engine, merged plain projections but not
 quantized ones, unknown families left alone or refused by name, the plan's setting honoured, and
 fewer kernels per decode step."""
@@ -12,12 +12,12 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from backends.engine.config import EngineConfig
-from backends.engine.fusion import fuse_model
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import ModelRunner
-from backends.engine.plans import choose_plan
-from backends.engine.quantize import Int4Linear
-from backends.engine.sequence import SamplingParams, Sequence
+from backends.engine.model.fusion import fuse_model
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.model_runner import ModelRunner
+from backends.engine.model.plans import choose_plan
+from backends.engine.quant.quantize import Int4Linear
+from backends.engine.core.sequence import SamplingParams, Sequence
 from kernels.fused_reference import TORCH_OPS, FusedOps
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts

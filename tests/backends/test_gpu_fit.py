@@ -1,5 +1,5 @@
 """A model too large for the GPU is refused before loading, by a message that names what it needs
-and what the GPU has (engine/gpu_fit.py); the worker exits on it with that one line. The CUDA
+and what the GPU has (engine/model/gpu_fit.py); the worker exits on it with that one line. The CUDA
 memory query is a stand-in here, so all of it runs on CPU."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from backends import worker
-from backends.engine.device import DoesNotFit
-from backends.engine.gpu_fit import GIB, check_weights_fit, load_fitting, safetensors_shapes, weight_need
+from backends.engine.model.device import DoesNotFit
+from backends.engine.model.gpu_fit import GIB, check_weights_fit, load_fitting, safetensors_shapes, weight_need
 
 CUDA = torch.device("cuda")
 SEVENTY_B = {"model.embed_tokens.weight": [128256, 8192], "lm_head.weight": [128256, 8192],

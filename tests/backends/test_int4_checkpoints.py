@@ -10,11 +10,11 @@ from safetensors.torch import save_file
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.int4_checkpoints import (Int4Format, int4_format, load_int4_checkpoint,
+from backends.engine.quant.int4_checkpoints import (Int4Format, int4_format, load_int4_checkpoint,
                                               unpack_along_columns, unpack_along_rows, unpack_awq, unpack_layer)
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.model_runner import load_model
-from backends.engine.quantize import Int4Linear, Kernel, int4_kernel
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.model_runner import load_model
+from backends.engine.quant.quantize import Int4Linear, Kernel, int4_kernel
 from tests.backends.models import hf_greedy
 from tests.support.prompts import random_prompts
 

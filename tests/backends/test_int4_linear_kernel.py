@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from backends.engine import quantize
-from backends.engine.quantize import Int4Linear
+from backends.engine.quant import quantize
+from backends.engine.quant.quantize import Int4Linear
 from kernels import cpu_kernels
 from kernels.quantized_linear import (dequantize_int4_tiles, dequantize_q4_1, pack_int4_tiles, quantize_int4,
                                       scales_and_mins, unpack_int4_tiles)

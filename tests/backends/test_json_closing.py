@@ -1,4 +1,4 @@
-"""The shortest closing of a partial JSON answer (backends/engine/json_shape.py, output_shape.py):
+"""The shortest closing of a partial JSON answer (backends/engine/structured/json_shape.py, output_shape.py):
 after every prefix of a valid document, prefix + closing parses and validates against the
 schema, and the closing is empty exactly when the document is complete."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backends.engine.grammar import closed_objects
-from backends.engine.json_shape import JsonShape
-from backends.engine.output_shape import OutputReader, OutputShape
+from backends.engine.structured.grammar import closed_objects
+from backends.engine.structured.json_shape import JsonShape
+from backends.engine.structured.output_shape import OutputReader, OutputShape
 
 PERSON = closed_objects({
     "type": "object", "required": ["name", "age", "tags", "home"],

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.device import resolve_kv_dtype
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.model.device import resolve_kv_dtype
+from backends.engine.core.llm_engine import LLMEngine
 from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_attention
 
 from tests.support.prompts import random_prompts

@@ -1,4 +1,4 @@
-"""An int4 model built layer by layer (engine/layerwise.py): nothing left on meta, every decoder
+"""An int4 model built layer by layer (engine/model/layerwise.py): nothing left on meta, every decoder
 projection int4, the engine serves it, and the build never holds a dense projection weight nor
 more than one layer's worth of memory beside the finished model."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ from torch.utils._pytree import tree_flatten
 from transformers import LlamaConfig
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.device import tensor_bytes
-from backends.engine.layerwise import random_int4_model
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.quantize import Int4Linear, Kernel
+from backends.engine.model.device import tensor_bytes
+from backends.engine.model.layerwise import random_int4_model
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.quant.quantize import Int4Linear, Kernel
 
 CONFIG = dict(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
               num_key_value_heads=2, head_dim=64, max_position_embeddings=1024, tie_word_embeddings=False,

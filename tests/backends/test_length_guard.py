@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 
 from backends.engine.config import EngineConfig
-from backends.engine.length_guard import FormatNeedsMoreTokens
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.sequence import SamplingParams
+from backends.engine.structured.length_guard import FormatNeedsMoreTokens
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.core.sequence import SamplingParams
 from backends.serving.tool_grammar import CALL_CLOSE, CALL_OPEN, output_grammar, output_shape
 from wire.requests import parse_chat
 

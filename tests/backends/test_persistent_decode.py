@@ -1,4 +1,4 @@
-"""The decode graphs' persistent batch (engine/cuda_graphs.py), run on CPU through the same static
+"""The decode graphs' persistent batch (engine/model/cuda_graphs.py), run on CPU through the same static
 buffers: a decode step continuing the last one's batch is advanced in place on the device, from
 the sampled ids left there, and gives the same tokens as the plain path."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A worker started without plan flags gets the device's fastest measured plan (engine/plans.py);
+"""A worker started without plan flags gets the device's fastest measured plan (engine/device_defaults.py);
 a flag given either way wins, and a setting the engine refuses ends the start with one line."""
 from __future__ import annotations
 

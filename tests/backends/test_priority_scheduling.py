@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from backends.engine.block_manager import BlockManager
+from backends.engine.core.block_manager import BlockManager
 from backends.engine.config import EngineConfig
-from backends.engine.scheduler import Scheduler
-from backends.engine.sequence import BATCH, SamplingParams, Sequence
+from backends.engine.core.scheduler import Scheduler
+from backends.engine.core.sequence import BATCH, SamplingParams, Sequence
 
 
 def _seq(first: int, n: int, priority: str = "interactive") -> Sequence:

@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.gguf_blocks import load_q4_1
-from backends.engine.models import model_dir
-from backends.engine.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, Kernel, attach_dense_prefill,
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.quant.gguf_blocks import load_q4_1
+from backends.engine.model.models import model_dir
+from backends.engine.quant.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, Kernel, attach_dense_prefill,
                                       dense_prefill_dtype, quantize_linears)
 from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
                                       int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,

@@ -5,8 +5,8 @@ decode paths exist (the order that crashed on the first real GPU)."""
 from __future__ import annotations
 
 from backends.engine.config import EngineConfig
-from backends.engine.model_runner import ModelRunner
-from backends.engine.sequence import SamplingParams, Sequence
+from backends.engine.model.model_runner import ModelRunner
+from backends.engine.core.sequence import SamplingParams, Sequence
 from tests.backends.models import tiny_llama
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 

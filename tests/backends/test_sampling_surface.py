@@ -4,8 +4,8 @@ import math
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.async_engine import AsyncEngine
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.core.async_engine import AsyncEngine
+from backends.engine.core.llm_engine import LLMEngine
 from backends.serving.sampling import per_choice
 from backends.serving.streams import merged, open_streams
 from kernels.sampling import apply_penalties, padded_ids

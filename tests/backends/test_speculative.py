@@ -7,7 +7,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.llm_engine import LLMEngine
+from backends.engine.core.llm_engine import LLMEngine
 from kernels.speculative import verify_sampled
 from tests.backends.models import ATTN_IMPLEMENTATION, bundled, hf_greedy, tiny_llama
 from tests.support.prompts import repetitive_prompts
@@ -99,7 +99,7 @@ def test_rejection_sampling_preserves_the_target_distribution(point_mass):
 async def test_streamed_speculative_text_equals_plain_text():
     """Several tokens can arrive in one step; the stream must carry all of them, and only
     the last delta may say the sequence finished."""
-    from backends.engine.async_engine import AsyncEngine
+    from backends.engine.core.async_engine import AsyncEngine
 
     model, _, tokenizer = bundled("smollm2-135m")
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Repeat exactly: the cat sat on the mat."}],

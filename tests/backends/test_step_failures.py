@@ -8,8 +8,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from backends.engine import EngineConfig, SamplingParams
-from backends.engine.async_engine import AsyncEngine
-from backends.engine.llm_engine import LLMEngine, StepFailedError
+from backends.engine.core.async_engine import AsyncEngine
+from backends.engine.core.llm_engine import LLMEngine, StepFailedError
 from backends.openai_server import WorkerAPI
 from tests.support.cuda_stand_ins import OutOfMemoryAt
 

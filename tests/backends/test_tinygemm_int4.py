@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from backends.engine.quantize import Int4Linear, Int8Linear, Kernel, int4_kernel, int8_kernel, quantize_linears
+from backends.engine.quant.quantize import Int4Linear, Int8Linear, Kernel, int4_kernel, int8_kernel, quantize_linears
 from kernels import tinygemm_int4
 from kernels.quantized_linear import dequantize_int4, quantize_int4
 from tests.support.cuda_stand_ins import Int4PackMatmul

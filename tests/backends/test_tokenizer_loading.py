@@ -1,11 +1,11 @@
-"""The direct tokenizer build (backends.engine.models.load_tokenizer) behaves exactly like
+"""The direct tokenizer build (backends.engine.model.models.load_tokenizer) behaves exactly like
 AutoTokenizer on both prepared models: ids, special tokens, decoding and the chat template."""
 from __future__ import annotations
 
 import pytest
 from transformers import AutoTokenizer
 
-from backends.engine.models import load_tokenizer, model_dir
+from backends.engine.model.models import load_tokenizer, model_dir
 
 TEXTS = ["Hello world", " leading space", "Ünïcödé ✓ 日本語 🙂", "a\n\nb\tc  d", "",
          "def f(x):\n    return x**2  # comment", "<bos>inline specials<eos><|im_start|>"]

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from backends.engine.grammar import GrammarCompiler
-from backends.engine.models import load_tokenizer, model_dir
+from backends.engine.structured.grammar import GrammarCompiler
+from backends.engine.model.models import load_tokenizer, model_dir
 from backends.serving.generation_defaults import read_generation_defaults, setting
 from backends.serving.prompting import generic_tool_messages
 from backends.serving.tool_calls import ToolCallStream, parse_tool_calls

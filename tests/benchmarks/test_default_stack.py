@@ -28,7 +28,7 @@ def default_stack(tmp_path_factory):
                              "--prometheus", "off"], cwd=cwd, env=ENV, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        # the int4 tier compiles its decode steps before serving (engine/plans.py): minutes the first time
+        # the int4 tier compiles its decode steps before serving (engine/device_defaults.py): minutes the first time
         assert wait_healthy(url, proc, 900), (cwd / "stack.log").read_text(errors="replace")[-3000:]
         yield url, proc.pid
     finally:

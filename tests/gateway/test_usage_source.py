@@ -9,7 +9,7 @@ import openai
 import pytest
 from transformers import AutoTokenizer
 
-from backends.engine.models import model_dir
+from backends.engine.model.models import model_dir
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.gw_helpers import base_config, tier

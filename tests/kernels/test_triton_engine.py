@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from backends.engine.config import EngineConfig
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.plans import choose_plan
-from backends.engine.sequence import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.plans import choose_plan
+from backends.engine.core.sequence import SamplingParams
 from tests.backends.models import hf_greedy, tiny_gemma2, tiny_llama
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts

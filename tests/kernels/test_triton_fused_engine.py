@@ -1,4 +1,4 @@
-"""The CUDA plan's fused model (engine/fusion.py on the Triton kernel set, kernels/triton_fused.py)
+"""The CUDA plan's fused model (engine/model/fusion.py on the Triton kernel set, kernels/triton_fused.py)
 through the engine: captured and replayed decode graphs (on CPU the capture stood in for and the
 kernels in Triton's interpreter; with a GPU the device's own), greedy token-identical to HF."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from backends.engine.config import EngineConfig
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.plans import choose_plan
-from backends.engine.sequence import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.model.plans import choose_plan
+from backends.engine.core.sequence import SamplingParams
 from kernels.fused_reference import triton_ops
 from kernels.triton_paged_attention import triton_paged_attention
 from tests.backends.models import hf_greedy, tiny_llama, tiny_qwen

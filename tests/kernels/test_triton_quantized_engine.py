@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from backends.engine.config import EngineConfig
-from backends.engine.llm_engine import LLMEngine
-from backends.engine.quantize import Int4Linear, Int8Linear, default_kernel, quantize_linears
-from backends.engine.sequence import SamplingParams
+from backends.engine.core.llm_engine import LLMEngine
+from backends.engine.quant.quantize import Int4Linear, Int8Linear, default_kernel, quantize_linears
+from backends.engine.core.sequence import SamplingParams
 from kernels.quantized_linear import dequantize_int4, dequantize_int8, quantize_int4, quantize_int8
 from tests.backends.models import hf_greedy, tiny_llama
 from tests.support.prompts import random_prompts

@@ -36,12 +36,19 @@ ENTRY_POINTS = {"launcher", "benchmarks", "tests"}  # the only importers of laun
 # Rules inside a package: (modules under this, must not import modules under this, except under this).
 # The console and the quality monitor are parts the app mounts; they never reach back into the
 # request path. The engine is a library the worker serves; it never imports the worker around it.
+# Inside the engine, structured output and quantization stand alone, and the model knows a
+# sequence but not the loop (core) that schedules it.
 INNER = [
     ("gateway.console", "gateway.handlers", None),
     ("gateway.console", "gateway.app", None),
     ("gateway.quality", "gateway.handlers", None),
     ("gateway.quality", "gateway.app", None),
     ("backends.engine", "backends", "backends.engine"),
+    ("backends.engine.structured", "backends.engine", "backends.engine.structured"),
+    ("backends.engine.quant", "backends.engine", "backends.engine.quant"),
+    ("backends.engine.model", "backends.engine.core", "backends.engine.core.sequence"),
+    ("backends.engine.model", "backends.engine.spec", None),
+    ("backends.engine.model", "backends.engine.structured", None),
 ]
 
 

@@ -1,5 +1,5 @@
 """Stand-ins for the calls only CUDA has, so the CUDA execution plan runs on CPU
-(backends/engine/plans.py). Everything else the plan does is the real code."""
+(backends/engine/model/plans.py). Everything else the plan does is the real code."""
 from __future__ import annotations
 
 from collections import Counter
@@ -7,7 +7,7 @@ from collections import Counter
 import torch
 
 from backends.engine.config import EngineConfig
-from backends.engine.plans import ExecutionPlan, choose_plan
+from backends.engine.model.plans import ExecutionPlan, choose_plan
 
 
 class GraphCapture:

@@ -4,7 +4,7 @@ The prepared folder holds the GGUF's weights dequantised to fp32. Quantising tho
 for the int4 tier would round a second time; instead `prepare` copies the GGUF's own Q4_1
 blocks into `q4_1_blocks.safetensors` (one uint8 tensor of raw blocks per linear layer,
 named like the HF module), and the int4 tier maps them onto the int4 kernel unchanged
-(backends/engine/quantize.py). Each layer is checked against the fp32 folder while it is
+(backends/engine/quant/quantize.py). Each layer is checked against the fp32 folder while it is
 extracted: its blocks must dequantise to exactly the fp32 weights there, so a wrong name
 or row order fails the extraction rather than the answers.
 """

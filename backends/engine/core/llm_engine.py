@@ -10,21 +10,21 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .models import load_tokenizer, model_dir
+from ..model.models import load_tokenizer, model_dir
 from .block_manager import BlockManager
-from .config import EngineConfig
-from .device import resolve_device, resolve_dtype
-from .grammar import GrammarCompiler
-from .length_guard import LengthGuard
-from .gpu_fit import load_fitting
-from .int4_checkpoints import checkpoint_int4_layers
-from .model_runner import ModelRunner, load_model
-from .plans import Decode, ExecutionPlan
-from .quantize import quantize_model
-from .proposers import Draft, DraftModelProposer, NgramProposer
+from ..config import EngineConfig
+from ..model.device import resolve_device, resolve_dtype
+from ..structured.grammar import GrammarCompiler
+from ..structured.length_guard import LengthGuard
+from ..model.gpu_fit import load_fitting
+from ..quant.int4_checkpoints import checkpoint_int4_layers
+from ..model.model_runner import ModelRunner, load_model
+from ..model.plans import Decode, ExecutionPlan
+from ..quant.quantize import quantize_model
+from ..spec.proposers import Draft, DraftModelProposer, NgramProposer
 from .sampler import Sampled, launch_sample, verify
 from .scheduler import Scheduler
-from .spec_stats import SpecStats
+from ..spec.spec_stats import SpecStats
 from .sequence import SamplingParams, Sequence
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -66,7 +66,7 @@ class _Launched:
 class LLMEngine:
     def __init__(self, config: EngineConfig, model=None, tokenizer=None, draft_model=None,
                  plan: ExecutionPlan | None = None):
-        """`plan`: how to run on the device (engine/plans.py); by default the device's own."""
+        """`plan`: how to run on the device (engine/model/plans.py); by default the device's own."""
         self.config = config
         device = resolve_device(config.device)
         if model is None:  # a bundled or prepared model; tests pass a model (and maybe no tokenizer)
@@ -170,14 +170,18 @@ class LLMEngine:
         speculation, a decoding sequence can produce several tokens in one step. With async
         scheduling the next step may be launched before this one's tokens are read
         (`_launch_ahead`); it is then finished by the next call."""
-        launched, self._ahead = self._ahead, None
+        launched = self._ahead or self._launch_scheduled()
+        self._ahead = None
         if launched is None:
-            launched = self._launch_scheduled()
-            if launched is None:
-                return []
-        if self._may_run_ahead(launched):
-            self._ahead = self._launch_ahead(launched)
-        return self._finish(launched)
+            return []
+        ahead = self.scheduler.schedule_ahead(launched.scheduled) if self.async_scheduling and launched.continues else None
+        if ahead:
+            self._ahead = self._launch_ahead(ahead)
+        new_tokens = self._read_tokens(launched)
+        outputs = self.scheduler.postprocess(launched.scheduled, new_tokens, launched.ahead)
+        self.num_generated_tokens += len(outputs)
+        self._release_drafts(outputs)
+        return outputs
 
     def _launch_scheduled(self) -> _Launched | None:
         """Schedule a step and launch it: forward and sampling on the device, the read back started."""
@@ -192,26 +196,9 @@ class LLMEngine:
         except Exception as exc:
             raise self._fail_step([seq for seq, _ in scheduled], exc) from exc
 
-    def _may_run_ahead(self, launched: _Launched) -> bool:
-        """Whether the step after `launched` is the same pure decode batch again, known before its
-        tokens are: nothing waits to be admitted, every running sequence decoded in it (in order),
-        none can reach max_tokens with it, none needs its token on the host to sample the next
-        (grammar, penalties), no drafts; and each gets the KV slot of its next position now."""
-        seqs = [seq for seq, _ in launched.scheduled]
-        if not (self.async_scheduling and launched.continues and not self.scheduler.waiting
-                and len(seqs) == len(self.scheduler.running)
-                and all(a is b for a, b in zip(seqs, self.scheduler.running))):
-            return False
-        if any(seq.matcher is not None or seq.params.has_penalties or seq.is_finished
-               or seq.num_output_tokens + 1 >= seq.params.max_tokens for seq in seqs):
-            return False
-        # the launched step's token and the next one's: slots up to two past what the host computed
-        return all(self.block_manager.allocate(seq, 2) for seq in seqs)
-
-    def _launch_ahead(self, launched: _Launched) -> _Launched:
+    def _launch_ahead(self, scheduled: list[tuple[Sequence, int]]) -> _Launched:
         """The next decode step of the same batch, from the ids still on the device. Its failure
-        is kept for `_finish`, so only that step's sequences fail, one call later, as without it."""
-        scheduled = [(seq, 1) for seq, _ in launched.scheduled]
+        is kept for `_read_tokens`, so only that step's sequences fail, one call later, as without it."""
         self.num_steps_ahead += 1
         try:
             logits, rows = self.runner.forward(scheduled, None, ahead=True)
@@ -219,9 +206,9 @@ class LLMEngine:
         except Exception as exc:
             return _Launched(scheduled, ahead=True, error=exc)
 
-    def _finish(self, launched: _Launched) -> list[tuple[Sequence, int]]:
-        """Wait for a launched step's tokens and post-process them: append, stop checks, counters.
-        A step run ahead drops the token of a sequence that ended meanwhile (EOS, stop string, abort)."""
+    def _read_tokens(self, launched: _Launched) -> dict[int, list[int]]:
+        """Wait for a launched step's tokens (seq_id -> tokens) and count what it computed; a failed
+        step ends its live sequences. A step run ahead computed nothing for a sequence that ended meanwhile."""
         live = [seq for seq, _ in launched.scheduled if not seq.is_finished]
         try:
             if launched.error is not None:
@@ -229,27 +216,17 @@ class LLMEngine:
             new_tokens = launched.tokens()
         except Exception as exc:
             raise self._fail_step(live, exc) from exc
-        outputs = []
         for seq, n in launched.scheduled:
-            if seq.is_finished:
-                continue
-            if launched.ahead:  # scheduled by this engine, not the scheduler: its count, once
-                self.scheduler.scheduled_tokens[seq.params.priority] += n
-            draft = launched.drafts.get(seq.seq_id)
-            self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
-            accepted = new_tokens.get(seq.seq_id, [])
-            for token in accepted:
-                seq.append_token(token)
-                outputs.append((seq, token))
-                if seq.is_finished:
-                    break
-            # K/V is valid for the scheduled tokens plus every accepted draft token.
-            seq.num_computed_tokens = min(seq.num_computed_tokens + n + max(0, len(accepted) - 1), seq.num_tokens)
-            self.block_manager.commit_full_blocks(seq)
-            if seq.is_finished:
-                self.complete(seq, seq.finish_reason)
-        self.num_generated_tokens += len(outputs)
-        return outputs
+            if not seq.is_finished:
+                draft = launched.drafts.get(seq.seq_id)
+                self.num_computed_tokens += n + (len(draft.tokens) if draft else 0)
+        return new_tokens
+
+    def _release_drafts(self, outputs: list[tuple[Sequence, int]]) -> None:
+        """The proposer's state of the sequences that finished in this step (the scheduler released their blocks)."""
+        if self.proposer:
+            for seq in dict.fromkeys(seq for seq, _ in outputs if seq.is_finished):
+                self.proposer.release(seq)
 
     def _fail_step(self, seqs: list[Sequence], cause: Exception) -> StepFailedError:
         for seq in seqs:

@@ -15,7 +15,7 @@ Qwen3), modules are changed in place:
 
 Modules keep their identity: each one's class is swapped for a subclass that overrides forward,
 so attributes (layer_idx, scaling, the paged pool the runner binds) and isinstance checks hold.
-Only plain nn.Linear siblings are merged; quantized ones (engine/quantize.py) run as they are.
+Only plain nn.Linear siblings are merged; quantized ones (engine/quant/quantize.py) run as they are.
 `ops` is the kernel set (kernels/fused_reference.py): Triton on CUDA, torch on CPU.
 """
 from __future__ import annotations

@@ -6,6 +6,8 @@ from typing import Callable
 
 import torch
 
+from ..device_defaults import defaults_for
+
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -21,11 +23,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
-    """bf16 on GPUs (tensor cores, half the weight bytes per decode step); fp32 on CPU, where
-    bf16 matmuls are slower than fp32 outside the quantized kernels."""
-    if name:
-        return getattr(torch, name)
-    return torch.bfloat16 if device.type == "cuda" else torch.float32
+    """`name`, else the device's default (device_defaults.py)."""
+    return getattr(torch, name or defaults_for(device.type).dtype)
 
 
 # the choices of the worker's --kv-cache-dtype (and of the benchmarks that run the engine as it does)

@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from .model_runner import ATTN_IMPLEMENTATION
-from .quantize import Int4Linear, Kernel, layer_int4_kernel
+from ..quant.quantize import Int4Linear, Kernel, layer_int4_kernel
 
 INIT_STD = 0.02  # the std of the dense weights (embeddings, LM head) a random model gets
 # random codes q in 0..15 read w = (q - 8) * scale, so w's std is about 4.6 scales: ~0.02

@@ -15,7 +15,7 @@ to padding:
 Which steps: only pure decode steps (every scheduled sequence feeds one token and no draft
 tokens). Prefill chunks and speculative verification (several tokens per sequence) run
 eagerly, as do batches above the largest bucket. Grammars, penalties and sampling run after
-the graph on the same device (engine/sampler.py), so they do not force eager mode; draft
+the graph on the same device (engine/core/sampler.py), so they do not force eager mode; draft
 models stay eager.
 
 The persistent batch: a pure decode step that runs the same sequences in the same order as the
@@ -28,7 +28,7 @@ This is what lets the engine launch a step before the host has seen the last one
 On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
 (tests/backends/test_decode_graphs.py); the capture-and-replay logic runs on CPU too, with
-the capture itself stood in for (engine/plans.py, tests/backends/test_cuda_plan.py).
+the capture itself stood in for (engine/model/plans.py, tests/backends/test_cuda_plan.py).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from kernels.sampling import (RowParams, apply_penalties, apply_token_bitmask, p
                               top_logprobs)
 from kernels.speculative import verify_greedy, verify_sampled
 
-from .device import HostCopy
+from ..model.device import HostCopy
 from .sequence import Sequence
 
 

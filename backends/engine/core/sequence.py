@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from .output_shape import OutputShape
+    from ..structured.output_shape import OutputShape
 
 
 INTERACTIVE, BATCH = "interactive", "batch"
@@ -37,10 +37,10 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; k: the chosen token's logprob plus the top k
-    grammar: str | None = None  # llguidance grammar that constrains the output (engine/grammar.py)
+    grammar: str | None = None  # llguidance grammar that constrains the output (engine/structured/grammar.py)
     shape: "OutputShape | None" = None  # the grammar's output shape: lets the engine finish it in time
     close_in_budget: bool = True  # force the shortest valid ending when max_tokens would cut it
-    priority: str = INTERACTIVE  # one of PRIORITIES (engine/scheduler.py)
+    priority: str = INTERACTIVE  # one of PRIORITIES (engine/core/scheduler.py)
 
     @property
     def has_penalties(self) -> bool:
@@ -75,7 +75,7 @@ class Sequence:
         self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_token_ids))
         self.generator = torch.Generator(device).manual_seed(params.seed) if params.seed is not None else None
         self.matcher = None  # llguidance matcher when params.grammar is set (attached by the engine)
-        self.guard = None  # LengthGuard when the output's shape is known (engine/length_guard.py)
+        self.guard = None  # LengthGuard when the output's shape is known (engine/structured/length_guard.py)
         self.logprobs: list[tuple[int, float, list[tuple[int, float]]]] = []  # per output token, if asked
 
     @property

@@ -5,7 +5,7 @@ steps take, and whether step inputs are copied to the device. ModelRunner reads 
 instead of testing the device at each branch.
 
 The CUDA plan also fuses the model's elementwise kernels and sibling projections
-(engine/fusion.py) unless config.fuse_kernels is False.
+(engine/model/fusion.py) unless config.fuse_kernels is False.
 
 What only CUDA has (the memory queries that size the pool, graph capture) is reached through
 two of the plan's members, which tests replace with stand-ins: the CUDA plan's own Python
@@ -24,7 +24,8 @@ import torch
 from kernels.fused_reference import TORCH_OPS, FusedOps, triton_ops
 from kernels.paged_attention import paged_attention
 
-from .config import EngineConfig
+from ..config import EngineConfig
+from ..device_defaults import defaults_for
 from .cuda_graphs import capture_cuda_graph
 from .device import profiled_kv_bytes
 from .fusion import fuse_model
@@ -48,7 +49,7 @@ class ExecutionPlan:
     kv_budget: Callable[[Callable[[], None]], int] | None = None
     # capture(forward, pool) -> (replay, output, pool): forward() recorded as a CUDA graph (GRAPHS only)
     capture: Callable | None = None
-    # fuse(model): fused kernels and merged projections swapped in (engine/fusion.py); None: the model as loaded
+    # fuse(model): fused kernels and merged projections swapped in (engine/model/fusion.py); None: the model as loaded
     fuse: Callable | None = None
 
     def prepare(self, model: torch.nn.Module) -> None:
@@ -67,10 +68,11 @@ def triton_attention() -> Callable:
     return triton_paged_attention
 
 
-def fusion(config: EngineConfig, default: bool, ops: Callable[[], FusedOps]) -> Callable | None:
-    """fuse(model) when config.fuse_kernels (or, unset, `default`) says so; an explicit request
-    makes a model of a family we do not fuse an error rather than a log line."""
-    if not (default if config.fuse_kernels is None else config.fuse_kernels):
+def fusion(config: EngineConfig, device_type: str, ops: Callable[[], FusedOps]) -> Callable | None:
+    """fuse(model) when config.fuse_kernels (or, unset, the device's default) says so; an explicit
+    request makes a model of a family we do not fuse an error rather than a log line."""
+    wanted = config.fuse_kernels
+    if not (defaults_for(device_type).fuse_kernels if wanted is None else wanted):
         return None
     return partial(fuse_model, ops=ops(), explicit=config.fuse_kernels is True)
 
@@ -87,23 +89,13 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
         utilization = config.gpu_memory_utilization
         if kv_budget is None and utilization is not None and config.num_blocks is None:
             kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=device)
-        decode = Decode.EAGER if config.cuda_graphs is False else Decode.GRAPHS
-        return ExecutionPlan(device, decode, attend or triton_attention(), moves_inputs=True, kv_budget=kv_budget,
+        graphs = defaults_for("cuda").cuda_graphs if config.cuda_graphs is None else config.cuda_graphs
+        return ExecutionPlan(device, Decode.GRAPHS if graphs else Decode.EAGER, attend or triton_attention(),
+                             moves_inputs=True, kv_budget=kv_budget,
                              capture=capture or partial(capture_cuda_graph, device=device),
-                             fuse=fusion(config, True, lambda: fused_ops or triton_ops()))
-    decode = Decode.COMPILED if config.compile_decode else Decode.STATIC if config.cuda_graphs else Decode.EAGER
+                             fuse=fusion(config, "cuda", lambda: fused_ops or triton_ops()))
+    graphs = defaults_for("cpu").cuda_graphs if config.cuda_graphs is None else config.cuda_graphs
+    decode = Decode.COMPILED if config.compile_decode else Decode.STATIC if graphs else Decode.EAGER
     return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget,
-                         fuse=fusion(config, False, lambda: fused_ops or TORCH_OPS))
+                         fuse=fusion(config, "cpu", lambda: fused_ops or TORCH_OPS))
 
-
-# The fastest CPU plan measured for an int4 model (SmolLM2-135M on 2 cores: 161 against 57 tok/s
-# single-stream eager, 414 tok/s at 16 streams; docs/engine-cpu.md): decode steps compiled with the
-# weights frozen in, dense weights for prompt chunks, a bf16 KV pool. Elsewhere nothing was
-# measured faster than the plain settings.
-FAST_INT4_CPU = {"compile_decode": True, "int4_dense_prefill": True, "kv_cache_dtype": "bfloat16"}
-PLAIN = {"compile_decode": False, "int4_dense_prefill": False, "kv_cache_dtype": "auto"}
-
-
-def plan_defaults(device: torch.device, quantization: str | None) -> dict:
-    """The worker's settings for flags left unset: the fastest measured plan for the device."""
-    return dict(FAST_INT4_CPU if device.type == "cpu" and quantization == "int4" else PLAIN)

@@ -7,7 +7,7 @@ reads and writes our paged cache without model code of our own. The per-step met
 (slots, block tables) reaches the attention function through `_current`, set around the
 forward pass, as the model's forward has no slot for it.
 
-What differs by device is the runner's ExecutionPlan (engine/plans.py), chosen once: the
+What differs by device is the runner's ExecutionPlan (engine/model/plans.py), chosen once: the
 attention kernels (Triton on CUDA), whether each step's metadata is copied over, how the pool
 is sized (a profiling forward against the GPU's memory), and the path of pure decode steps
 (captured CUDA graphs, the same static buffers run eagerly, or a compiled graph on CPU).
@@ -23,12 +23,12 @@ from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, Prefill
                                      static_decode_attention)
 
 from .compiled_decode import CompiledDecode
-from .config import EngineConfig
+from ..config import EngineConfig
 from .cuda_graphs import DecodeGraphRunner
 from .device import resolve_kv_dtype
-from .int4_checkpoints import folder_format, load_int4_checkpoint
+from ..quant.int4_checkpoints import folder_format, load_int4_checkpoint
 from .plans import Decode, ExecutionPlan, choose_plan
-from .sequence import SamplingParams, Sequence
+from ..core.sequence import SamplingParams, Sequence
 
 ATTN_IMPLEMENTATION = "tiergate_paged"
 
@@ -117,7 +117,7 @@ class ModelRunner:
         self.block_size = config.block_size
         self.device = model.device
         self.plan = plan or choose_plan(config, self.device)
-        self.plan.prepare(model)  # fused kernels (engine/fusion.py) before the pool is sized and graphs captured
+        self.plan.prepare(model)  # fused kernels (engine/model/fusion.py) before the pool is sized and graphs captured
         self.workspace = GatherWorkspace()
         self.attention_modules = attention_modules(model, self.num_layers)
         if self.device.type == "cpu":
@@ -227,7 +227,7 @@ class ModelRunner:
         """One forward pass over the step. Returns (logits, rows): rows[i] is the slice of
         logits for scheduled[i] (its next-token position, then one per draft token), or
         None for a prompt chunk that does not reach the end of the prompt. `ahead`: the
-        previous decode batch continues before the host has its tokens (engine/cuda_graphs.py)."""
+        previous decode batch continues before the host has its tokens (engine/model/cuda_graphs.py)."""
         if self.decode_graphs is not None:
             if ahead or self.decode_graphs.accepts(scheduled, drafts):
                 return self.decode_graphs.run(scheduled, ahead)

@@ -26,7 +26,7 @@ import time
 from collections import Counter, deque
 
 from .block_manager import BlockManager
-from .config import EngineConfig
+from ..config import EngineConfig
 from .sequence import BATCH, PRIORITIES, Sequence, SequenceStatus
 
 
@@ -199,6 +199,46 @@ class Scheduler:
             scheduled.append((seq, num_tokens))
             step.take(seq, num_tokens)
         return scheduled
+
+    def schedule_ahead(self, scheduled: list[tuple[Sequence, int]]) -> list[tuple[Sequence, int]] | None:
+        """The next step, scheduled before `scheduled`'s tokens reach the host, where it is certain to
+        be the same pure decode batch again: nothing waits to be admitted, every running sequence
+        decoded in it (in order), none can reach max_tokens with it, none needs its token on the
+        host to sample the next (grammar, penalties). Reserves each sequence the KV slots of its
+        next two positions (the pending token's and the next one's); None where it is not certain."""
+        seqs = [seq for seq, _ in scheduled]
+        if self.waiting or len(seqs) != len(self.running) or any(a is not b for a, b in zip(seqs, self.running)):
+            return None
+        if any(seq.matcher is not None or seq.params.has_penalties or seq.is_finished
+               or seq.num_output_tokens + 1 >= seq.params.max_tokens for seq in seqs):
+            return None
+        if not all(self.blocks.allocate(seq, 2) for seq in seqs):
+            return None
+        return [(seq, 1) for seq in seqs]
+
+    def postprocess(self, scheduled: list[tuple[Sequence, int]], new_tokens: dict[int, list[int]],
+                    ran_ahead: bool = False) -> list[tuple[Sequence, int]]:
+        """What a step did to its sequences: each appends its new tokens up to a stop, its computed
+        count covers the scheduled tokens and every accepted draft token, its full blocks join the
+        prefix cache, and a finished one is released. A sequence that ended meanwhile (a step run
+        ahead of a stop or an abort) drops its token. Returns (sequence, token) for each appended."""
+        outputs = []
+        for seq, n in scheduled:
+            if seq.is_finished:
+                continue
+            if ran_ahead:  # scheduled by schedule_ahead before its sequences were known to go on: counted now
+                self.scheduled_tokens[seq.params.priority] += n
+            accepted = new_tokens.get(seq.seq_id, [])
+            for token in accepted:
+                seq.append_token(token)
+                outputs.append((seq, token))
+                if seq.is_finished:
+                    break
+            seq.num_computed_tokens = min(seq.num_computed_tokens + n + max(0, len(accepted) - 1), seq.num_tokens)
+            self.blocks.commit_full_blocks(seq)
+            if seq.is_finished:
+                self.release(seq)
+        return outputs
 
     def release(self, seq: Sequence) -> None:
         """Drop a finished (or aborted) sequence wherever it is and free its blocks."""

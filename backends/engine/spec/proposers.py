@@ -11,10 +11,10 @@ import torch
 
 from kernels.sampling import draw
 
-from .block_manager import BlockManager
-from .config import EngineConfig
-from .sampler import request_probabilities
-from .sequence import Sequence
+from ..core.block_manager import BlockManager
+from ..config import EngineConfig
+from ..core.sampler import request_probabilities
+from ..core.sequence import Sequence
 
 
 @dataclass
@@ -61,7 +61,7 @@ class DraftModelProposer:
     The shadow pool has no prefix cache: its blocks hold unverified tokens."""
 
     def __init__(self, model, num_tokens: int, config: EngineConfig):
-        from .model_runner import ModelRunner  # local: model_runner imports transformers
+        from ..model.model_runner import ModelRunner  # local: model_runner imports transformers
 
         self.num_tokens = num_tokens
         # The target's pool already took the GPU's share: the shadow pool is sized in bytes, never profiled.

@@ -25,13 +25,13 @@ activations in the model's dtype. quant_kernels.py decides, per layer; `quantize
 picks one explicitly (tests run the Triton one on CPU in Triton's interpreter).
 
 int4 from the GGUF's own blocks: when the model folder has the Q4_1 blocks that `prepare`
-kept (backends/engine/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
+kept (backends/engine/quant/gguf_blocks.py; SmolLM2), int4 with group 32 serves exactly those codes,
 scale d and zero m + 8d per block (the scale and zero in bf16, the kernel's activation
 dtype), with no second rounding of the weights. Layers the GGUF does not ship as Q4_1 (the
 Q8_0 embedding, hence the tied LM head) then stay in the folder's fp32, as the GGUF has
 them. Without blocks (tiny test models, Gemma 3's Q4_K GGUF) linears are quantized from
 their fp32 weights as below. AWQ and GPTQ int4 folders come with their own int4 layers
-(backends/engine/int4_checkpoints.py), which quantize_model keeps.
+(backends/engine/quant/int4_checkpoints.py), which quantize_model keeps.
 
 Why: int4 groups of 32 by default, because SmolLM2's weights already lie on a 4-bit grid per
 32; the tied LM head in int8, because that drops its fp32 table for a small quality cost;
@@ -47,8 +47,8 @@ import logging
 import torch
 from torch import nn
 
-from backends.engine.gguf_blocks import load_q4_1
-from backends.engine.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
+from backends.engine.quant.gguf_blocks import load_q4_1
+from backends.engine.quant.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
                                            default_kernel, int4_kernel, int8_kernel)
 from kernels import tinygemm_int4
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,

@@ -5,7 +5,7 @@ OutOfMemoryError. The weights' size comes from the safetensors headers (shapes o
 read) times the dtype they load in; the engine quantizes after loading them in that dtype, so
 the load needs the dense size even where int4 or int8 is configured (the message gives both
 figures). The free memory comes from `mem_get_info` (torch.cuda.mem_get_info unless a test
-passes a stand-in), counted as the KV pool's sizing counts it (engine/device.py).
+passes a stand-in), counted as the KV pool's sizing counts it (engine/model/device.py).
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class WeightNeed:
 def weight_need(shapes: dict[str, list[int]], dtype: torch.dtype, quantization: str | None = None,
                 group_size: int = 32, packed: dict[str, int] | None = None) -> WeightNeed:
     """Bytes of the weights in `dtype`, and after quantization: every 2-d weight inside the decoder
-    layers, plus the LM head (or the tied embedding it shares) as int8 (engine/quantize.py).
+    layers, plus the LM head (or the tied embedding it shares) as int8 (engine/quant/quantize.py).
     `packed` (name -> bytes): an int4 folder's integer tensors, which load as they are stored."""
     element = torch.finfo(dtype).bits // 8
     packed = packed or {}

@@ -1,0 +1,1 @@
+"""The loop: sequences, KV blocks, the scheduler, the engine and its sampler."""

@@ -1,0 +1,1 @@
+"""Constrained output: grammars, JSON shapes, finishing within max_tokens."""
