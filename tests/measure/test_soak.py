@@ -52,9 +52,11 @@ def test_process_tree_and_labels_come_from_proc():
     try:
         def forked() -> list[int] | Pending:
             tree = rss.tree(parent.pid)
-            return tree if len(tree) >= 3 else Pending(tree)
+            # a child read between fork and exec is still sh, or mid-exec has no command line yet
+            execed = len(tree) >= 3 and all(rss.describe(p)["label"] not in ("sh", "?") for p in tree[1:])
+            return tree if execed else Pending(tree)
 
-        pids = wait_until(forked, 10, 0.02, what="sh forking both children")
+        pids = wait_until(forked, 10, 0.02, what="sh forking both children and each exec'ing sleep")
         assert pids[0] == parent.pid and len(pids) == 3
         assert [rss.describe(p)["label"] for p in pids[1:]] == ["sleep", "sleep"]
         assert all(rss.rss_kb(p) > 0 for p in pids)
