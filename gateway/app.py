@@ -13,7 +13,6 @@ from .context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
 from .batches import api as batches_api
 from .batches.runner import BatchRunner
 from .console import routes as console
-from .handlers import TENANT
 from .metrics import METRICS
 from .openapi import openapi_endpoint
 from .quality import api as quality_api
@@ -27,7 +26,7 @@ _UNMETERED = {"/metrics", "/health"}
 @web.middleware
 async def tiergate_headers(request: web.Request, handler):
     """x-request-id and x-tiergate-* on every answer, and the per-request metric read from the
-    answer: its headers say where it was served, and a served answer names its tenant."""
+    answer: its headers say where it was served."""
     ctx = RequestContext.begin(request.headers)
     request[CTX] = ctx
     request[REQUEST_ID] = ctx.request_id  # what a 500's body names
@@ -40,15 +39,15 @@ async def tiergate_headers(request: web.Request, handler):
             headers.setdefault(name, value)
     if request.path not in _UNMETERED and not request.path.startswith("/console"):
         tier = headers.get(TIER, "none")
-        METRICS.requests.labels(response.get(TENANT) or _tenant(request), tier, headers.get(MODEL, "none"),
-                                str(response.status)).inc()
+        METRICS.requests.labels(_tenant(request), tier, headers.get(MODEL, "none"), str(response.status)).inc()
         METRICS.overhead.labels(tier).observe(float(headers.get(OVERHEAD, 0.0)) / 1000.0)
     return response
 
 
 def _tenant(request: web.Request) -> str:
-    """The key's holder for a refused request (which names none), or "none"."""
-    policy = request.app[STATE].policy
+    """The key's holder (the handlers authenticated it the same way), or "none" for a key refused
+    or absent: read here, so nothing is written on the answer for this middleware to read."""
+    policy = request.app[STATE].services.sinks.policy
     try:
         return policy.authenticate(credentials(request)).name if policy is not None else "none"
     except OpenAIError:
@@ -76,7 +75,8 @@ def build_app(state: GatewayState) -> web.Application:
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
     console.add_routes(app)  # /console and its JSON
 
-    batches = BatchRunner(state, handlers.serve)  # batch lines go through the one request path
+    # batch lines go through the one request path, with the services current when each line runs
+    batches = BatchRunner(state, lambda call, gate: handlers.serve(state.services, call, gate=gate))
 
     async def lifecycle(app: web.Application):
         await state.start()

@@ -20,7 +20,7 @@ from wire.sse import named_event
 
 from . import response_store
 from .context import credentials
-from .handlers import TENANT, count_refusal, generate
+from .handlers import count_refusal, generate
 from .body import read_authenticated
 from .state import STATE
 
@@ -140,7 +140,5 @@ async def messages(request: web.Request) -> web.StreamResponse:
         return _anthropic_error(err.status, err.message, err.headers)
     if answer.status >= 400 and not answer.prepared:  # an upstream's OpenAI error body, passed on
         ours = {k: v for k, v in answer.headers.items() if k.lower().startswith("x-")}
-        error = _anthropic_error(answer.status, json.loads(answer.body)["error"]["message"], ours)
-        error[TENANT] = answer[TENANT]
-        return error
+        return _anthropic_error(answer.status, json.loads(answer.body)["error"]["message"], ours)
     return answer

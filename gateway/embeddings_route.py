@@ -17,7 +17,7 @@ from .config import AUTO, Config, Tier
 from .routing import Route
 
 
-def plan_embeddings_route(state, config: Config, tenant, parsed: EmbeddingsRequest) -> Route:
+def plan_embeddings_route(config: Config, tenant, parsed: EmbeddingsRequest) -> Route:
     if config.resolve_model(parsed.model) == AUTO:
         raise bad_request("embeddings need a model name: vectors from different models are not "
                           "interchangeable, so 'auto' cannot choose one", param="model", code="invalid_value")

@@ -4,30 +4,29 @@ from __future__ import annotations
 from aiohttp import web
 
 from .context import CTX, RequestContext, credentials
-from .config import Config
 from .body import read_authenticated
 from .request import max_tokens_asked, parse
 from .routing import plan_route
-from .state import STATE, GatewayState
+from .services import Services
+from .state import STATE
 from .upstream import choose
 
 
 async def route_dry_run(request: web.Request) -> web.Response:
     """Every step of the decision, routed_by, and the worker that would be chosen."""
-    state = request.app[STATE]
-    config = state.config
-    tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
-                                            lambda: state.policy.authenticate(credentials(request)))
-    about, headers = await explain_route(state, config, tenant, body, request[CTX])
+    services = request.app[STATE].services
+    tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
+                                            lambda: services.sinks.policy.authenticate(credentials(request)))
+    about, headers = await explain_route(services, tenant, body, request[CTX])
     return web.json_response(about, headers=headers)
 
 
-async def explain_route(state: GatewayState, config: Config, tenant, body: dict,
-                        ctx: RequestContext) -> tuple[dict, dict[str, str]]:
+async def explain_route(services: Services, tenant, body: dict, ctx: RequestContext) -> tuple[dict, dict[str, str]]:
     """/v1/route's answer for `body` as `tenant` would send it, and the headers it carries."""
+    config = services.config
     parsed = parse("chat" if "messages" in body else "completion", body)
-    route = plan_route(state, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
-    pick, keys = await choose(state, config, route, route.tier, set())
+    route = plan_route(services.router, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
+    pick, keys = await choose(services.upstreams, config, route, route.tier, set())
     c, decision = route.classification, route.decision
     about = {
         "object": "tiergate.route",
@@ -38,7 +37,7 @@ async def explain_route(state: GatewayState, config: Config, tenant, body: dict,
         "classifier": _classifier(c),
         "p_good": _by_level(c.p_good) if c and c.p_good else None,
         "steps": decision.explain(),
-        "capabilities": state.capabilities[route.tier.name].as_dict(),
+        "capabilities": services.router.capabilities[route.tier.name].as_dict(),
         "priority": decision.priority,
         "max_tokens_cap": decision.max_tokens_cap,
         "backend": pick.backend.url if pick else None,

@@ -15,18 +15,17 @@ from wire.errors import OpenAIError, bad_request
 from . import metrics
 from .admin_view import sees_everything
 from .context import CTX, RequestContext, credentials
-from .config import AUTO, Config
+from .config import AUTO
 from .embeddings_route import plan_embeddings_route
-from .conclude import Admitted, Sinks, conclude
+from .conclude import Admitted, conclude
 from .body import read_authenticated
-from .request import GatewayRequest, max_tokens_asked, parse
+from .request import Call, GatewayRequest, max_tokens_asked, parse
 from .policy_seam import OpenPolicy
 from .relay import Delivery, relay
 from .routing import plan_route
-from .state import STATE, GatewayState
+from .services import Services
+from .state import STATE
 
-# The tenant an answer was served to, for the per-request metric (app.py); a refusal carries none.
-TENANT = web.ResponseKey("tiergate_tenant", str)
 # The endpoints that serve each kind of tier (a tier's `task`); what /v1/models tells clients.
 ENDPOINTS = {"generate": ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
              "embed": ("/v1/embeddings",)}
@@ -52,31 +51,27 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
     streamed chunk) into their own wire format."""
-    state = request.app[STATE]
-    config = state.config  # one snapshot for the whole request, whatever a reload does meanwhile
+    services = request.app[STATE].services  # one snapshot for the whole request, whatever a reload does meanwhile
+    policy = services.sinks.policy
     try:
         if body is None:
-            tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
-                                                    lambda: state.policy.authenticate(credentials(request)))
-        tenant = tenant or state.policy.authenticate(credentials(request))
+            tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
+                                                    lambda: policy.authenticate(credentials(request)))
+        tenant = tenant or policy.authenticate(credentials(request))
     except OpenAIError as refusal:
-        await count_refusal(state.policy, request, tenant, refusal)
+        await count_refusal(policy, request, tenant, refusal)
         raise
-    answer = await serve(state, config, request[CTX], tenant, kind, body, Delivery(request, shaper))
-    answer[TENANT] = tenant.name
-    return answer
+    return await serve(services, Call(request[CTX], tenant, kind, body), Delivery(request, shaper))
 
 
-async def serve(state: GatewayState, config: Config, ctx: RequestContext, tenant, kind: str, body: dict,
-                delivery: Delivery = Delivery(), *, priority: str | None = None, gate=None) -> web.StreamResponse:
+async def serve(services: Services, call: Call, delivery: Delivery = Delivery(), gate=None) -> web.StreamResponse:
     """parse -> route -> admit -> relay -> conclude(outcome), for an authenticated tenant.
 
-    Without `delivery.to` (a batch line) only whole answers are possible. `priority` overrides
-    the tenant's, and `gate(tier)` is held from admission to the end (batch lines: wait for
-    spare capacity on the routed tier)."""
-    policy = state.policy
+    Without `delivery.to` (a batch line) only whole answers are possible. `gate(tier)` is held
+    from admission to the end (batch lines: wait for spare capacity on the routed tier)."""
+    policy, ctx, tenant = services.sinks.policy, call.ctx, call.tenant
     try:
-        request = _build(state, config, ctx, tenant, kind, body, priority)
+        request = build_request(services, call)
         if request.stream and delivery.to is None:
             raise bad_request("'stream' needs a client connection to stream to", param="stream")
     except OpenAIError as refusal:
@@ -93,28 +88,28 @@ async def serve(state: GatewayState, config: Config, ctx: RequestContext, tenant
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
             raise
-        sample = None if kind == "embeddings" else state.quality.begin(config, request.route, tenant, request.id,
-                                                                        kind, body)
+        sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
         tap = sample.tap if sample is not None else None
-        outcome = await relay(request, state, replace(delivery, tap=tap))
-        await conclude(outcome, Admitted(request, admission, sample), Sinks(policy, state.activity, state.quality))
+        outcome = await relay(request, services.upstreams, replace(delivery, tap=tap))
+        await conclude(outcome, Admitted(request, admission, sample), services.sinks)
     return outcome.deliver(ctx)
 
 
-def _build(state: GatewayState, config: Config, ctx: RequestContext, tenant, kind: str, body: dict,
-           priority: str | None) -> GatewayRequest:
+def build_request(services: Services, call: Call) -> GatewayRequest:
     """The one typed request: parsed, routed, and with what it may generate settled once."""
-    parsed = parse(kind, body)
+    config, kind = services.config, call.kind
+    parsed = parse(kind, call.body)
     if kind == "embeddings":
-        route = plan_embeddings_route(state, config, tenant, parsed)
+        route = plan_embeddings_route(config, call.tenant, parsed)
         max_tokens, stream, include_usage = 0, False, False
     else:
         max_tokens = max_tokens_asked(parsed, config)
-        route = plan_route(state, config, tenant, parsed, body, max_tokens)
+        route = plan_route(services.router, config, call.tenant, parsed, call.body, max_tokens)
         stream, include_usage = parsed.params.stream, parsed.params.include_usage
-    if priority is not None:
-        route = replace(route, decision=replace(route.decision, priority=priority))
-    return GatewayRequest(ctx, kind, tenant, parsed, body, route, config, max_tokens, stream, include_usage)
+    if call.priority is not None:
+        route = replace(route, decision=replace(route.decision, priority=call.priority))
+    return GatewayRequest(call.ctx, kind, call.tenant, parsed, call.body, route, config, max_tokens, stream,
+                          include_usage)
 
 
 async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:

@@ -16,7 +16,7 @@ import json
 import time
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import aiohttp
 from aiohttp import web
@@ -30,12 +30,10 @@ from .context import RequestContext
 from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
-from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, open_upstream
+from .transport import Post
+from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, Upstreams, open_upstream
 from .usage import Usage
 from .worker_usage import count_unreported
-
-if TYPE_CHECKING:
-    from .state import GatewayState
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
 
@@ -91,39 +89,43 @@ class Delivery:
 
 
 @traced("relay")
-async def relay(request: GatewayRequest, state: GatewayState, delivery: Delivery) -> Outcome:
+async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Delivery) -> Outcome:
     """Open an upstream and copy its answer to the client. It never raises: whatever went wrong
     (no worker, the client gone) travels in the Outcome, so conclude() always gets one."""
     route, stream = request.route, request.stream
     ask = Ask(request.id, route, PATHS[request.kind], request.body, stream, request.max_tokens)
-    usage, attempts = Usage(), Attempts(route.tier)
-    opened = streamer = answer = error = None
+    tried = await open_upstream(upstreams, request.config, ask)
+    attempts, opened, error = tried.attempts, tried.opened, tried.error
+    usage, streamer, answer = Usage(), None, None
     discarded: tuple[Discarded, ...] = ()
     try:
-        opened = await open_upstream(state, request.config, ask, attempts)
+        opened = tried.answer()
         if not stream and request.kind == "chat":
-            opened, discarded = await _reask_if_misshapen(state, request.config, ask, opened, attempts)
+            opened, discarded, attempts = await _reask_if_misshapen(upstreams, request.config, ask, opened, attempts)
         if stream:
             headers = request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s)
-            streamer = StreamRelay(delivery, opened, usage, request.include_usage, headers)
+            streamer = StreamRelay(delivery, opened, request.include_usage, headers)
             answer = await streamer.run()
         else:
-            whole = relay_whole(opened, usage)
+            whole, usage = relay_whole(opened)
             answer = await delivery.shaper.whole(whole) if delivery.shaper is not None else whole
     except BaseException as exc:  # cancellation too: the handler re-raises it after finish()
         error = exc
+    if streamer is not None:
+        usage = streamer.usage
     if not usage.reported:
-        await _count_unreported(state, request, opened, attempts, streamer, usage, error)
+        usage = await _count_unreported(upstreams.post, request, opened, attempts, streamer, usage, error)
     return Outcome(request.kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count,
                    opened, usage, cut=streamer is not None and not streamer.completed,
                    stream_error=streamer is not None and streamer.cut, upstream_s=attempts.upstream_s,
                    answer=answer, error=error, discarded=discarded)
 
 
-async def _count_unreported(state: GatewayState, request: GatewayRequest, opened: Opened | None, attempts: Attempts,
-                            streamer: "StreamRelay | None", usage: Usage, error: BaseException | None) -> None:
+async def _count_unreported(post: Post, request: GatewayRequest, opened: Opened | None,
+                            attempts: Attempts, streamer: "StreamRelay | None", usage: Usage,
+                            error: BaseException | None) -> Usage:
     """Usage for an answer that carried none, or for a whole answer cancelled while a worker
-    generated it; nothing for a refusal or for a request no worker took."""
+    generated it; none counted for a refusal or for a request no worker took."""
     if opened is not None and opened.response.status == 200:
         if streamer is not None:
             opened.response.close()  # a cut stream: the worker stops, then counts
@@ -131,15 +133,18 @@ async def _count_unreported(state: GatewayState, request: GatewayRequest, opened
             cut = not streamer.completed
         else:
             with suppress(ValueError, AttributeError):  # the answer a cancelled re-ask left unread
-                _read_usage(json.loads(opened.body), usage)
-            if usage.reported:
-                return
+                if (reported := reported_in(json.loads(opened.body))) is not None:
+                    return reported
             relayed = _texts(opened.body)
             estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
             cut = False  # a whole answer read to its end: an upstream that reports no usage
-        await count_unreported(state, request, opened.tier, opened.backend if cut else None, usage, relayed, estimated)
+        counted = await count_unreported(post, request, opened.tier, opened.backend if cut else None,
+                                         relayed, estimated)
     elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
-        await count_unreported(state, request, attempts.tier, attempts.backend, usage, [], 0)
+        counted = await count_unreported(post, request, attempts.tier, attempts.backend, [], 0)
+    else:
+        return usage
+    return replace(counted, first_token_at=usage.first_token_at)
 
 
 def _texts(*payloads: bytes) -> list[str]:
@@ -160,66 +165,64 @@ def _texts(*payloads: bytes) -> list[str]:
     return out
 
 
-async def _reask_if_misshapen(state: GatewayState, config: Config, ask: Ask, opened: Opened,
-                              attempts: Attempts) -> tuple[Opened, tuple["Discarded", ...]]:
+async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, opened: Opened, attempts: Attempts
+                              ) -> tuple[Opened, tuple["Discarded", ...], Attempts]:
     """A whole structured answer cut by max_tokens or failing its schema is asked once of the
     next tier up that the tenant may use and that can serve it; the first answer is billed and
     dropped, or kept if no worker up there answers."""
     schema = structured_schema(ask.body)
     route = ask.route
     if schema is None or not route.decision.structured_escalation or opened.response.status != 200:
-        return opened, ()
+        return opened, (), attempts
     why = shape_fault(schema, opened.body)
     higher = route.next_up(opened.tier) if why else None  # never past the tenant's policy (Route.escalation_path)
     if higher is None:
-        return opened, ()
-    first = Usage()
-    relay_whole(opened, first)  # its usage, for the bill
-    again_attempts = Attempts(higher)
-    try:
-        again = await open_upstream(state, config, replace(ask, route=replace(route, tier=higher)), again_attempts)
-    except OpenAIError:
-        return opened, ()
-    finally:
-        attempts.count += again_attempts.count
-        attempts.upstream_s += again_attempts.upstream_s
+        return opened, (), attempts
+    _, first = relay_whole(opened)  # its usage, for the bill
+    again = await open_upstream(upstreams, config, replace(ask, route=replace(route, tier=higher)))
+    attempts = attempts.then(again.attempts)
+    if isinstance(again.error, OpenAIError):
+        return opened, (), attempts
+    reopened = again.answer()  # the client's cancellation is raised; the first answer is released by conclude
     METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
     opened.backend.on_done()
     opened.response.release()
-    return again, (Discarded(opened.tier, first),)
+    return reopened, (Discarded(opened.tier, first),), attempts
 
 
-def _read_usage(obj: dict, usage: Usage) -> None:
+def reported_in(obj: dict) -> Usage | None:
+    """The usage an answer or a stream chunk reports, if it carries one."""
     reported = obj.get("usage")
-    if isinstance(reported, dict):
-        usage.prompt_tokens = int(reported.get("prompt_tokens") or 0)
-        usage.completion_tokens = int(reported.get("completion_tokens") or 0)
-        usage.reported, usage.source = True, "worker"
+    if not isinstance(reported, dict):
+        return None
+    return Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0),
+                 reported=True, source="worker")
 
 
-def relay_whole(opened: Opened, usage: Usage) -> web.Response:
+def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
+    """The client's answer for a whole upstream answer, and the usage it reports."""
     response = opened.response
     body = opened.body
     if response.status == 200:
         try:
-            _read_usage(json.loads(body), usage)
+            reported = reported_in(json.loads(body))
         except (ValueError, AttributeError):
             raise OpenAIError(502, "upstream answered with a body that is not JSON", code="bad_upstream") from None
-        usage.first_token_at = time.perf_counter()
-        return web.Response(body=body, status=200, content_type="application/json")
+        usage = replace(reported or Usage(), first_token_at=time.perf_counter())
+        return web.Response(body=body, status=200, content_type="application/json"), usage
     # An upstream 4xx is the upstream's verdict on the request: pass its OpenAI error through.
     try:
         json.loads(body)["error"]
     except (ValueError, KeyError, TypeError):
         raise OpenAIError(response.status, f"upstream rejected the request: {body[:200].decode(errors='replace')}",
                           code="upstream_error") from None
-    return web.Response(body=body, status=response.status, content_type="application/json")
+    return web.Response(body=body, status=response.status, content_type="application/json"), Usage()
 
 
 class StreamRelay:
-    def __init__(self, delivery: Delivery, opened: Opened, usage: Usage, client_wants_usage: bool,
-                 headers: dict[str, str]):
-        self.request, self.opened, self.usage, self.headers = delivery.to, opened, usage, headers
+    def __init__(self, delivery: Delivery, opened: Opened, client_wants_usage: bool, headers: dict[str, str]):
+        self.request, self.opened, self.headers = delivery.to, opened, headers
+        self.usage = Usage()  # what the stream said so far: its usage chunk, and when its first token came
         self.shaper = delivery.shaper  # optional: turns chat chunks into another wire format's events
         self.tap = delivery.tap  # optional: sees each upstream data payload (quality sampling)
         self.client_wants_usage = client_wants_usage
@@ -235,7 +238,8 @@ class StreamRelay:
         upstream = self.opened.response
         if upstream.status != 200:  # a 4xx for a stream request: answer it like a whole one
             self.completed = True
-            return relay_whole(self.opened, self.usage)
+            answer, self.usage = relay_whole(self.opened)
+            return answer
         client = web.StreamResponse(status=200, headers={**self.headers, "Cache-Control": "no-cache"})
         client.content_type = "text/event-stream"
         await client.prepare(self.request)
@@ -283,24 +287,29 @@ class StreamRelay:
                 if obj.get("error"):
                     self.cut = True
                 if obj.get("usage"):
-                    _read_usage(obj, self.usage)
+                    self._read_usage(obj)
                     if not obj.get("choices") and not self.client_wants_usage:
                         continue  # the usage chunk the gateway asked for, not the client
             if self.chunks == 0:
-                self.usage.first_token_at = time.perf_counter()
+                self.usage = replace(self.usage, first_token_at=time.perf_counter())
             self.chunks += 1
             out.append(b"data: " + data + b"\n\n")
         if out:
             await client.write(b"".join(out))
         return done
 
+    def _read_usage(self, obj: dict) -> None:
+        reported = reported_in(obj)
+        if reported is not None:
+            self.usage = replace(reported, first_token_at=self.usage.first_token_at)
+
     def _shape(self, obj: dict) -> bytes:
         if obj.get("error"):
             self.cut = True
         if obj.get("usage"):
-            _read_usage(obj, self.usage)
+            self._read_usage(obj)
         if self.chunks == 0:
-            self.usage.first_token_at = time.perf_counter()
+            self.usage = replace(self.usage, first_token_at=time.perf_counter())
         self.chunks += 1
         return self.shaper.chunk(obj)
 

@@ -39,6 +39,18 @@ def max_tokens_on(requested: int, decision: Decision, tier: Tier) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """An authenticated request as it arrives at `handlers.serve`: its context, the tenant, the
+    kind (chat, completion or embeddings), its JSON body, and a priority that overrides the
+    tenant's (batch lines)."""
+    ctx: RequestContext
+    tenant: Any
+    kind: str
+    body: dict
+    priority: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GatewayRequest:
     ctx: RequestContext  # id, start time, trace span
     kind: str            # chat, completion or embeddings

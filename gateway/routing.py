@@ -13,7 +13,7 @@ from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
 from .affinity import prefix_keys
-from .classify import Classification, Classifier
+from .classify import Classification, Classifier, ClassifierSlot
 from .config import AUTO, Config, Tier
 from .metrics import METRICS
 from .policy_seam import PolicyService
@@ -23,21 +23,19 @@ class QualityShift(Protocol):
     def threshold_shift(self) -> dict[int, float]: ...
 
 
-class Router(Protocol):
-    """What routing reads of the process (the state has it all): the classifier, the policy,
-    each tier's capabilities and the quality monitor's threshold shift."""
+@dataclass(frozen=True, slots=True)
+class Router:
+    """Everything routing reads of the process: the classifier slot (a hot swap replaces what it
+    holds), the policy, each tier's capabilities and the quality monitor's threshold shift. A
+    reload or a new worker card swaps it whole; a request keeps the one it began with."""
+    classifiers: ClassifierSlot
+    policy: PolicyService
+    capabilities: dict[str, Capabilities]
+    quality: QualityShift
 
     @property
-    def classifier(self) -> Classifier: ...
-
-    @property
-    def policy(self) -> PolicyService: ...
-
-    @property
-    def capabilities(self) -> dict[str, Capabilities]: ...
-
-    @property
-    def quality(self) -> QualityShift: ...
+    def classifier(self) -> Classifier:
+        return self.classifiers.current
 
 
 @dataclass(frozen=True)
@@ -78,24 +76,24 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
 
 
 @traced("classify")
-def _classify(state: Router, parsed: ChatRequest | CompletionRequest) -> Classification:
+def _classify(router: Router, parsed: ChatRequest | CompletionRequest) -> Classification:
     started = time.perf_counter()
     if isinstance(parsed, ChatRequest):
-        classification = state.classifier.classify(parsed.messages, None)
+        classification = router.classifier.classify(parsed.messages, None)
     else:
         text = parsed.prompt if isinstance(parsed.prompt, str) else prompt_text(parsed)
-        classification = state.classifier.classify(None, text)
+        classification = router.classifier.classify(None, text)
     METRICS.classifier.labels(classification.classifier).observe(time.perf_counter() - started)
     return classification
 
 
-def _signal(state: Router, c: Classification) -> Signal:
-    shift = state.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
+def _signal(router: Router, c: Classification) -> Signal:
+    shift = router.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
                   thresholds=c.thresholds, quality_shift=shift or None)
 
 
-def plan_route(state: Router, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
+def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,
                max_tokens: int, explain: bool = False) -> Route:
     """The route for a parsed request; `max_tokens` is what it may generate (asked or default)."""
     requested = parsed.model
@@ -104,26 +102,26 @@ def plan_route(state: Router, config: Config, tenant, parsed: ChatRequest | Comp
             config.embedding_tiers:
         raise bad_request(f"'{requested}' is an embeddings model: send it to /v1/embeddings (/v1/models lists "
                           "each model's endpoints)", param="model", code="wrong_endpoint")
-    classification = _classify(state, parsed) if resolved == AUTO else None
+    classification = _classify(router, parsed) if resolved == AUTO else None
     text = prompt_text(parsed)
     estimated = len(text) // 4 + 1
     request = RouteRequest(requested_model=resolved if resolved is not None else requested,
-                           signal=_signal(state, classification) if classification is not None else None,
+                           signal=_signal(router, classification) if classification is not None else None,
                            needs=needs_of(body, estimated, max_tokens),
-                           capabilities=state.capabilities, explain=explain)
+                           capabilities=router.capabilities, explain=explain)
     with span("decide"):
-        decision = state.policy.decide(tenant, request, config.tiers)
+        decision = router.policy.decide(tenant, request, config.tiers)
     tier = config.tier(decision.tier_name)
     if tier is None:
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
     path = tuple(t for t in config.tiers_above(tier) if t.name in decision.usable_tiers)
-    _check_token_ids(state, config, tier, path, parsed)
+    _check_token_ids(router, config, tier, path, parsed)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
                  prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated,
                  escalation_path=path)
 
 
-def _check_token_ids(state: Router, config: Config, tier: Tier, path: tuple[Tier, ...],
+def _check_token_ids(router: Router, config: Config, tier: Tier, path: tuple[Tier, ...],
                      parsed: ChatRequest | CompletionRequest) -> None:
     """Token ids the request names must exist in every tier it may reach (its own, and those a
     failover escalates to), as far as their workers' cards state a vocabulary."""
@@ -132,6 +130,6 @@ def _check_token_ids(state: Router, config: Config, tier: Tier, path: tuple[Tier
         return
     reach = [tier, *path] if config.failover.escalate else [tier]
     for each in reach:
-        vocab = state.capabilities[each.name].vocab_size if each.name in state.capabilities else None
+        vocab = router.capabilities[each.name].vocab_size if each.name in router.capabilities else None
         if vocab is not None:
             check_token_ids(parsed.params, vocab, prompt, where=f"tier {each.name!r}")

@@ -1,8 +1,9 @@
-"""Everything one gateway process holds: config, pools, classifier, policy, Redis, HTTP client.
+"""Everything one gateway process holds and runs in the background: Redis, the HTTP session,
+health checks, config reload, and the `Services` snapshot the request path is handed.
 
-Reload swaps config, pools and policy as whole objects; a request reads `state.config` once
-and keeps its snapshot, and in-flight requests keep their Backend objects, so nothing in
-flight is dropped. A config that fails validation is rejected and the old one kept.
+Reload builds new pools and policy and publishes a new snapshot; a request reads
+`state.services` once and keeps it, and in-flight requests keep their Backend objects, so
+nothing in flight is dropped. A config that fails validation is rejected and the old one kept.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from functools import partial
+from dataclasses import replace
 
 import aiohttp
 from aiohttp import web
@@ -25,10 +26,11 @@ from .policy_seam import build_policy_service
 from .pool import Pools
 from .quality.monitor import QualityMonitor
 from .redis_conn import connect, effective_url
-from .retry_budget import RetryBudget
 from .shutdown import finish_within
 from .tier_capabilities import by_tier, read_card
 from .trace_spans import warn_if_changed
+from .services import Services, assemble
+from .transport import http_post
 from .upstream import open_upstream
 
 log = logging.getLogger(__name__)
@@ -37,31 +39,46 @@ log = logging.getLogger(__name__)
 class GatewayState:
     def __init__(self, config: Config, config_path: str | None = None, classifier: Classifier | None = None,
                  policy_factory=build_policy_service):
-        self.config = config
         self.policy_factory = policy_factory
         self.config_path = config_path
         self.keys_required = False  # bound to a reachable address with tenants: a reload must keep them
         self.classifiers = ClassifierSlot(classifier or load_classifier())  # the hot-swapper replaces it
-        self.pools = Pools(config)
-        self.capabilities = by_tier(config, self.pools)  # tier name -> what it can do; swapped whole
         self.redis = None
-        self.affinity = AffinityIndex(None)
-        self.policy = None
         self.session: aiohttp.ClientSession | None = None
-        self.client_timeout = self._timeout(config)
-        self.retry_budget = RetryBudget()  # shared by every request of this process, re-asks included
         self._tasks: list[asyncio.Task] = []
         self._config_mtime = self._mtime()
-        self.quality = QualityMonitor(lambda: self.config, self.classifiers, partial(open_upstream, self))
-        self.activity = ActivityLog(None, config.redis.key_prefix, config.console)
+        # the quality monitor reads the config as it is built, and the services hold the monitor
+        self.services = assemble(config, self.classifiers, None, self._post(config))
+        self.quality = QualityMonitor(lambda: self.config, self.classifiers, self._open_upstream)
+        self._publish(config, self.pools)
 
-    @property
-    def classifier(self) -> Classifier:
-        return self.classifiers.current
+    # what the rest of the app reads of the current snapshot
+    config = property(lambda self: self.services.config)
+    policy = property(lambda self: self.services.sinks.policy)
+    pools = property(lambda self: self.services.upstreams.pools)
+    affinity = property(lambda self: self.services.upstreams.affinity)
+    capabilities = property(lambda self: self.services.router.capabilities)
+    activity = property(lambda self: self.services.sinks.activity)
+    classifier = property(lambda self: self.classifiers.current)
 
-    @staticmethod
-    def _timeout(config: Config) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(total=None, connect=config.timeouts.connect_s, sock_read=config.timeouts.read_s)
+    def _publish(self, config: Config, pools: Pools, policy=None, affinity: AffinityIndex | None = None,
+                 activity: ActivityLog | None = None) -> None:
+        """A new snapshot from the parts given and the current ones; capabilities are read from
+        the pools' workers' cards again."""
+        now = self.services
+        policy = now.sinks.policy if policy is None else policy
+        self.services = Services(
+            config, replace(now.router, policy=policy, capabilities=by_tier(config, pools), quality=self.quality),
+            replace(now.upstreams, pools=pools, affinity=affinity or now.upstreams.affinity,
+                    post=self._post(config)),
+            replace(now.sinks, policy=policy, activity=activity or now.sinks.activity, quality=self.quality))
+
+    def _open_upstream(self, config: Config, ask):
+        """The quality monitor's re-asks go through the upstreams current when they run."""
+        return open_upstream(self.services.upstreams, config, ask)
+
+    def _post(self, config: Config):
+        return http_post(self.session, config.timeouts.connect_s, config.timeouts.read_s)
 
     def _mtime(self) -> float | None:
         try:
@@ -70,16 +87,17 @@ class GatewayState:
             return None
 
     async def start(self) -> None:
-        self.redis = connect(self.config.redis, effective_url(self.config.redis.url))
-        if self.redis is not None:
-            self.affinity = AffinityIndex(self.redis)
-            self.activity = ActivityLog(self.redis, self.config.redis.key_prefix, self.config.console)
-        else:
+        config = self.config
+        self.redis = connect(config.redis, effective_url(config.redis.url))
+        if self.redis is None:
             log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
-        self.policy = self.policy_factory(self.config, self.redis)
-        await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
         self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        with_redis = self.redis is not None
+        self._publish(config, self.pools, self.policy_factory(config, self.redis),
+                      AffinityIndex(self.redis) if with_redis else None,
+                      ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None)
+        await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         # cards before serving: a request with `tools` must not meet capabilities not yet read
         # (health itself stays optimistic until the loop's first check, as before)
         await self._read_cards(list(self.pools.backends.values()))
@@ -132,11 +150,7 @@ class GatewayState:
             log.error("config reload rejected, keeping the running config: %s", exc)
             return False
         warn_if_changed(self.config.tracing, new.tracing)
-        self.pools = Pools(new, self.pools)
-        self.capabilities = by_tier(new, self.pools)
-        self.client_timeout = self._timeout(new)
-        self.policy = policy
-        self.config = new
+        self._publish(new, Pools(new, self.pools), policy)
         self.quality.configure(new.quality)
         self.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
@@ -171,7 +185,7 @@ class GatewayState:
         cards = await asyncio.gather(*(read_card(self.session, b, self.config.health.timeout_s) for b in backends))
         for b, card in zip(backends, cards):
             b.capabilities = card
-        self.capabilities = by_tier(self.config, self.pools)
+        self._publish(self.config, self.pools)
 
     async def _check(self, backend) -> None:
         timeout = aiohttp.ClientTimeout(total=self.config.health.timeout_s)

@@ -6,7 +6,7 @@ request's policy allows and that can serve it), within failover.max_attempts and
 budget. A worker's full queue (503 "overloaded" or with Retry-After) is backpressure, not a
 fault: another worker of the tier is tried, no breaker counts it, and the request never climbs
 for it. Any other 5xx is retried once: if a second worker fails the same way, the request is
-at fault and neither worker is blamed (see `_attempt_until_answered`). Non-streamed answers are
+at fault and neither worker is blamed (see `_Failover`). Non-streamed answers are
 read whole inside the attempt; streamed ones until their first bytes, so the client sees
 nothing from a failed attempt.
 """
@@ -16,7 +16,7 @@ import asyncio
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Awaitable, Protocol
 
 import aiohttp
@@ -31,6 +31,7 @@ from .request import max_tokens_on
 from .retry_budget import RetryBudget
 from .routing import Route
 from .trace_spans import upstream_attempt
+from .transport import Post, UpstreamResponse
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
@@ -46,18 +47,37 @@ PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embed
 class Opened:
     tier: Tier
     backend: Backend
-    response: aiohttp.ClientResponse
+    response: UpstreamResponse
     body: bytes  # the whole body (non-streamed) or the first bytes (streamed)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Attempts:
-    """How far the failover loop got, kept by the caller: when no worker answers (or the client
-    leaves mid-attempt) the last tier tried is still the one the request is billed and counted on."""
+    """How far the failover loop got: when no worker answers (or the client leaves mid-attempt)
+    the last tier tried is still the one the request is billed and counted on."""
     tier: Tier
     count: int = 0  # workers tried (> 1 when the answer came from a failover)
     upstream_s: float = 0.0  # time spent waiting on workers, left out of the gateway's overhead
     backend: Backend | None = None  # the last worker sent the request: asked for its count if the client left
+
+    def then(self, later: "Attempts") -> "Attempts":
+        """These attempts followed by `later`'s (a re-ask): counts and waits add up."""
+        return Attempts(later.tier, self.count + later.count, self.upstream_s + later.upstream_s,
+                        later.backend or self.backend)
+
+
+@dataclass(frozen=True, slots=True)
+class Tried:
+    """What opening an upstream came to: the answer that opened, or the error (the client's
+    cancellation too), and the attempts either way."""
+    attempts: Attempts
+    opened: Opened | None = None
+    error: BaseException | None = None
+
+    def answer(self) -> Opened:
+        if self.error is not None:
+            raise self.error
+        return self.opened
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,31 +105,22 @@ class Ask:
         return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-class Upstreams(Protocol):
-    """What opening an upstream reads of the process (the state has it all): the pools, the
-    affinity index, the retry budget, and the HTTP session with its timeout."""
-
-    @property
-    def pools(self) -> Pools: ...
-
-    @property
-    def affinity(self) -> AffinityIndex: ...
-
-    @property
-    def retry_budget(self) -> RetryBudget: ...
-
-    @property
-    def session(self) -> aiohttp.ClientSession | None: ...
-
-    @property
-    def client_timeout(self) -> aiohttp.ClientTimeout: ...
+@dataclass(frozen=True, slots=True)
+class Upstreams:
+    """Everything opening an upstream uses of the process: the pools, the affinity index, the
+    retry budget and the transport (`post`). A reload swaps it whole; a request keeps the one it
+    began with."""
+    pools: Pools
+    affinity: AffinityIndex
+    retry_budget: RetryBudget
+    post: Post
 
 
 class Opener(Protocol):
-    """open_upstream with the process's pools, affinity index and HTTP session already bound:
-    what the quality monitor's re-asks get instead of the whole GatewayState."""
+    """open_upstream with the process's upstreams already bound: what the quality monitor's
+    re-asks get instead of the process state."""
 
-    def __call__(self, config: Config, ask: Ask, attempts: Attempts | None = None) -> Awaitable[Opened]: ...
+    def __call__(self, config: Config, ask: Ask) -> Awaitable[Tried]: ...
 
 
 def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
@@ -117,82 +128,102 @@ def _record_affinity(tier: Tier, result: str, had_keys: bool) -> None:
         METRICS.affinity.labels(tier.name, "miss" if result == "none" else result).inc()
 
 
-async def choose(state: Upstreams, config: Config, route: Route, tier: Tier, tried: set[str]):
+async def choose(upstreams: Upstreams, config: Config, route: Route, tier: Tier, tried: set[str]):
     """The pool's pick for this tier, with the affinity index consulted (read only)."""
     keys = route.keys_for(tier, config)
-    preferred = await state.affinity.lookup(keys, config.redis) if keys else None
-    pick = state.pools.by_tier[tier.name].pick(tried, preferred, config.affinity.load_margin)
+    preferred = await upstreams.affinity.lookup(keys, config.redis) if keys else None
+    pick = upstreams.pools.by_tier[tier.name].pick(tried, preferred, config.affinity.load_margin)
     return pick, keys
 
 
-async def open_upstream(state: Upstreams, config: Config, ask: Ask, attempts: Attempts | None = None) -> Opened:
-    """The failover loop. Worker faults (connection errors, timeouts, 502/503/504, a refused
-    gateway key) count against the worker and move on. Any other 5xx is only a suspicion until
-    a second worker answers: success convicts the first worker, the same status again acquits
-    both and hands the error to the client as the request's. A full queue blames no one: the
-    next worker of the tier is tried, and when none is left the client is told to retry later.
-    Escalation follows the route's escalation path only (the tiers its policy allows)."""
-    route = ask.route
-    attempts = attempts or Attempts(route.tier)
-    state.retry_budget.on_request()
-    tier, tried, last_error = route.tier, set(), "no worker available"
-    suspect: _Suspect | None = None
-    busy: _UpstreamStatus | None = None  # the last worker of this tier that answered with a full queue
-    payloads: dict[str, bytes] = {}
-    headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
-               "x-tiergate-priority": route.decision.priority}
-    while attempts.count < config.failover.max_attempts:
-        pick, keys = await choose(state, config, route, tier, tried)
-        if pick is None:
-            # a full tier is busy, not down: climbing would pass its load on to the tiers above
-            higher = route.next_up(tier) if config.failover.escalate and busy is None else None
-            if higher is None:
-                break
-            METRICS.escalations.labels(tier.name, higher.name).inc()
-            tier = higher
-            continue
-        if attempts.count:
-            if not state.retry_budget.try_retry(config.failover):
-                METRICS.retries_refused.labels(tier.name).inc()
-                last_error += " (retry budget spent)"
-                break
-            METRICS.retries.labels(tier.name).inc()
-        attempts.count, attempts.tier = attempts.count + 1, tier
-        backend = attempts.backend = pick.backend
-        tried.add(backend.url)
-        _record_affinity(tier, pick.affinity, bool(keys))
-        if tier.name not in payloads:
-            payloads[tier.name] = ask.body_for(tier)
-        try:
-            with upstream_attempt(tier, backend, attempts.count) as attempt:
-                opened = await _send(state, attempts, tier, backend, ask.path, payloads[tier.name],
-                                     attempt.headers({**headers, **backend.auth_headers}), ask.stream)
-                attempt.answered(opened.response.status)
-        except _UpstreamStatus as exc:
-            last_error = f"{backend.label}: {exc}"
-            if exc.retry_after_s is not None:  # backpressure: the worker is up, its queue is full
-                backend.probing = False
-                busy = exc
+async def open_upstream(upstreams: Upstreams, config: Config, ask: Ask) -> Tried:
+    """The failover loop. It never raises: the answer that opened, or what went wrong (the
+    client's cancellation too), comes back with the attempts it took."""
+    failover = _Failover(upstreams, config, ask)
+    try:
+        opened = await failover.run()
+    except BaseException as exc:  # noqa: BLE001 - the caller decides what to raise, after billing
+        return Tried(failover.attempts, error=exc)
+    return Tried(failover.attempts, opened)
+
+
+class _Failover:
+    """Worker faults (connection errors, timeouts, 502/503/504, a refused gateway key) count
+    against the worker and move on. Any other 5xx is only a suspicion until a second worker
+    answers: success convicts the first worker, the same status again acquits both and hands the
+    error to the client as the request's. A full queue blames no one: the next worker of the tier
+    is tried, and when none is left the client is told to retry later. Escalation follows the
+    route's escalation path only (the tiers its policy allows)."""
+
+    def __init__(self, upstreams: Upstreams, config: Config, ask: Ask):
+        self.upstreams, self.config, self.ask = upstreams, config, ask
+        self.attempts = Attempts(ask.route.tier)  # rebound after each attempt; read on any exit
+
+    async def run(self) -> Opened:
+        upstreams, config, ask, route = self.upstreams, self.config, self.ask, self.ask.route
+        upstreams.retry_budget.on_request()
+        tier, tried, last_error = route.tier, set(), "no worker available"
+        suspect: _Suspect | None = None
+        busy: _UpstreamStatus | None = None  # the last worker of this tier that answered with a full queue
+        payloads: dict[str, bytes] = {}
+        headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
+                   "x-tiergate-priority": route.decision.priority}
+        while self.attempts.count < config.failover.max_attempts:
+            pick, keys = await choose(upstreams, config, route, tier, tried)
+            if pick is None:
+                # a full tier is busy, not down: climbing would pass its load on to the tiers above
+                higher = route.next_up(tier) if config.failover.escalate and busy is None else None
+                if higher is None:
+                    break
+                METRICS.escalations.labels(tier.name, higher.name).inc()
+                tier = higher
                 continue
-            if not exc.suspect:
+            if self.attempts.count:
+                if not upstreams.retry_budget.try_retry(config.failover):
+                    METRICS.retries_refused.labels(tier.name).inc()
+                    last_error += " (retry budget spent)"
+                    break
+                METRICS.retries.labels(tier.name).inc()
+            backend = pick.backend
+            self.attempts = replace(self.attempts, tier=tier, count=self.attempts.count + 1, backend=backend)
+            tried.add(backend.url)
+            _record_affinity(tier, pick.affinity, bool(keys))
+            if tier.name not in payloads:
+                payloads[tier.name] = ask.body_for(tier)
+            started = time.perf_counter()
+            try:
+                with upstream_attempt(tier, backend, self.attempts.count) as attempt:
+                    opened = await _send(upstreams.post, tier, backend, ask.path, payloads[tier.name],
+                                         attempt.headers({**headers, **backend.auth_headers}), ask.stream)
+                    attempt.answered(opened.response.status)
+            except _UpstreamStatus as exc:
+                last_error = f"{backend.label}: {exc}"
+                if exc.retry_after_s is not None:  # backpressure: the worker is up, its queue is full
+                    backend.probing = False
+                    busy = exc
+                    continue
+                if not exc.suspect:
+                    backend.on_failure(time.monotonic(), config.breaker)
+                    continue
+                backend.probing = False  # a half-open probe that proved nothing either way
+                if suspect is not None and suspect.status == exc.status:
+                    raise _request_fault(exc, self.attempts.count) from None
+                suspect = suspect or _Suspect(backend, exc.status)
+                continue
+            except RETRYABLE as exc:
                 backend.on_failure(time.monotonic(), config.breaker)
+                last_error = f"{backend.label}: {exc}"
                 continue
-            backend.probing = False  # a half-open probe that proved nothing either way
-            if suspect is not None and suspect.status == exc.status:
-                raise _request_fault(exc, attempts.count) from None
-            suspect = suspect or _Suspect(backend, exc.status)
-            continue
-        except RETRYABLE as exc:
-            backend.on_failure(time.monotonic(), config.breaker)
-            last_error = f"{backend.label}: {exc}"
-            continue
-        if suspect is not None and opened.response.status == 200:
-            suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
-        backend.on_success()
-        if keys and opened.response.status == 200:
-            state.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
-        return opened
-    raise _unanswered(config, route, tier, attempts.count, last_error, busy)
+            finally:
+                self.attempts = replace(self.attempts,
+                                        upstream_s=self.attempts.upstream_s + time.perf_counter() - started)
+            if suspect is not None and opened.response.status == 200:
+                suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
+            backend.on_success()
+            if keys and opened.response.status == 200:
+                upstreams.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
+            return opened
+        raise _unanswered(config, route, tier, self.attempts.count, last_error, busy)
 
 
 def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error: str,
@@ -217,15 +248,13 @@ def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error
                        code="upstream_unavailable", headers={"Retry-After": retry_after})
 
 
-async def _send(state: Upstreams, attempts: Attempts, tier: Tier, backend: Backend, path: str, payload: bytes,
+async def _send(post: Post, tier: Tier, backend: Backend, path: str, payload: bytes,
                 headers: dict, stream: bool) -> Opened:
     """One attempt on one worker: its whole answer (or a stream's first bytes), or the failure."""
     backend.on_pick(time.monotonic())
-    started = time.perf_counter()
     response = None
     try:
-        response = await state.session.post(backend.url + path, data=payload, headers=headers,
-                                             timeout=state.client_timeout)
+        response = await post(backend.url + path, data=payload, headers=headers)
         if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
             raise _UpstreamStatus(response.status, await response.content.read(MAX_ERROR_BODY),
                                   response.headers.get("Retry-After"))
@@ -237,14 +266,12 @@ async def _send(state: Upstreams, attempts: Attempts, tier: Tier, backend: Backe
             response.close()
         raise
     except (*RETRYABLE, _UpstreamStatus) as exc:
-        attempts.upstream_s += time.perf_counter() - started
         backend.on_done()
         if response is not None:
             response.close()
         kind = exc.kind if isinstance(exc, _UpstreamStatus) else type(exc).__name__
         METRICS.upstream_errors.labels(tier.name, backend.label, kind).inc()
         raise
-    attempts.upstream_s += time.perf_counter() - started
     return Opened(tier, backend, response, data)
 
 
@@ -260,7 +287,7 @@ def _request_fault(exc: "_UpstreamStatus", attempts: int) -> OpenAIError:
                             f"{exc.upstream_message}", code="request_failed_upstream")
 
 
-async def _first_bytes(response: aiohttp.ClientResponse) -> bytes:
+async def _first_bytes(response: UpstreamResponse) -> bytes:
     data = await response.content.readany()
     if not data:
         raise aiohttp.ClientPayloadError("upstream closed the stream before sending anything")

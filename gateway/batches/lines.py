@@ -15,6 +15,7 @@ from aiohttp import web
 from wire.errors import OpenAIError
 
 from ..context import RequestContext
+from ..request import Call
 from .jsonl import ENDPOINTS, BatchLine
 
 log = logging.getLogger(__name__)
@@ -24,11 +25,11 @@ TRANSIENT = (429, 502, 503, 504)
 
 
 class Serve(Protocol):
-    """The one request path (handlers.serve), as a batch line goes through it; the app hands it
-    to the runner, so the batches package never imports the handlers."""
+    """The one request path (handlers.serve) with the process's current services bound, as a
+    batch line goes through it; the app hands it to the runner, so the batches package never
+    imports the handlers."""
 
-    def __call__(self, state, config, ctx: RequestContext, tenant, kind: str, body: dict, *,
-                 priority: str | None = None, gate=None) -> Awaitable[web.StreamResponse]: ...
+    def __call__(self, call: Call, gate) -> Awaitable[web.StreamResponse]: ...
 
 
 class TryLater(Exception):
@@ -68,12 +69,11 @@ def _tokens(body: dict) -> tuple[int, int]:
     return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
 
-async def run_line(serve: Serve, state, tenant, batch_id: str, index: int, line: BatchLine, gate) -> LineResult:
+async def run_line(serve: Serve, tenant, batch_id: str, index: int, line: BatchLine, gate) -> LineResult:
     """The line's result; raises TryLater for a rate limit, a spent budget or no worker."""
     ctx = RequestContext(f"{batch_id}-{index}")
     try:
-        answer = await serve(state, state.config, ctx, tenant, ENDPOINTS[line.url], line.body, priority=BATCH,
-                             gate=gate)
+        answer = await serve(Call(ctx, tenant, ENDPOINTS[line.url], line.body, priority=BATCH), gate)
         status, body = answer.status, json.loads(answer.body)
         if status in TRANSIENT:
             raise TryLater(_retry_after(answer.headers), f"upstream answered {status}")

@@ -209,7 +209,7 @@ class BatchDrain:
                         "type": "authentication_error", "param": None, "code": "invalid_api_key"}}), False, 0, 0)
                     break
                 try:
-                    result = await run_line(self.runner.serve, self.state, tenant, self.batch_id, index, line,
+                    result = await run_line(self.runner.serve, tenant, self.batch_id, index, line,
                                             self.runner.pacer.slot)
                     break
                 except TryLater as later:

@@ -98,7 +98,7 @@ async def route_json(request: web.Request) -> web.Response:
             raise bad_request(f"unknown tenant {tenant_name!r}", param="tenant")
         tenant = tenants[tenant_name]
     chat = {"model": model, "messages": [{"role": "user", "content": prompt}]}
-    about, _ = await explain_route(state, state.config, tenant, chat, request[CTX])
+    about, _ = await explain_route(state.services, tenant, chat, request[CTX])
     return _json(about)
 
 

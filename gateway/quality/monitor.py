@@ -18,6 +18,7 @@ from typing import Callable
 from ..classify import ClassifierSlot
 from ..config import Config
 from ..metrics import METRICS
+from ..request import GatewayRequest
 from ..upstream import Opener
 from . import metrics
 from .config import QualityConfig
@@ -106,8 +107,8 @@ class QualityMonitor:
     def threshold_shift(self) -> dict[int, float]:
         return self.controller.shift
 
-    def begin(self, config, route, tenant, request_id: str, kind: str, body: dict) -> Sample | None:
-        q = self.config
+    def begin(self, request: GatewayRequest) -> Sample | None:
+        q, config, route = self.config, request.config, request.route
         if not q.enabled or self.queue is None:
             return None
         rate = route.decision.sampling_rate
@@ -126,8 +127,8 @@ class QualityMonitor:
             if candidate.level >= top.level:
                 return None
             predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
-            return Sample(request_id=request_id, tenant=tenant.name,
-                          kind=kind, body=body, route=route, candidate_tier=candidate, shadow=shadow,
+            return Sample(request_id=request.id, tenant=request.tenant.name,
+                          kind=request.kind, body=request.body, route=route, candidate_tier=candidate, shadow=shadow,
                           predicted_level=predicted)
         except Exception:
             log.exception("quality sampling failed to start")

@@ -16,17 +16,11 @@ class ReaskError(Exception):
     pass
 
 
-def reask_body(body: dict, max_tokens: int) -> dict:
-    out = dict(body)
-    out["stream"] = False
+def whole(body: dict) -> dict:
+    """The client's body asked for as one whole answer; its max_tokens are capped where every
+    tier's body is built (upstream.Ask.body_for)."""
+    out = dict(body, stream=False)
     out.pop("stream_options", None)
-    capped = False
-    for name in ("max_tokens", "max_completion_tokens"):
-        if isinstance(out.get(name), int):
-            out[name] = min(out[name], max_tokens)
-            capped = True
-    if not capped:
-        out["max_tokens"] = max_tokens
     return out
 
 
@@ -36,8 +30,8 @@ async def ask(open_upstream: Opener, config: Config, sample: Sample, tier, max_t
     route = dataclasses.replace(route, tier=tier, affinity_keys=route.keys_for(tier, config),
                                 decision=dataclasses.replace(route.decision, priority="batch"))
     question = Ask(f"{sample.request_id}.quality-{tier.name}"[:128], route, PATHS[sample.kind],
-                   reask_body(sample.body, max_tokens), False, max_tokens)
-    opened = await open_upstream(config, question)
+                   whole(sample.body), False, max_tokens)
+    opened = (await open_upstream(config, question)).answer()
     try:
         if opened.tier.name != tier.name:
             raise ReaskError(f"tier {tier.name} unavailable (failed over to {opened.tier.name})")

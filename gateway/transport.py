@@ -1,0 +1,50 @@
+"""How the gateway reaches a worker: one seam, like httpx's transports. In a process it is the
+aiohttp session's own `post` with the configured timeouts bound (`http_post`); tests hand the
+request path a scripted one instead (tests/support/scripted_transport.py), so routing,
+failover and billing run in process."""
+from __future__ import annotations
+
+from functools import partial
+from typing import Awaitable, Mapping, Protocol
+
+import aiohttp
+
+
+class Body(Protocol):
+    """The answer's body as it arrives: at most `n` bytes, or whatever is there now."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    async def readany(self) -> bytes: ...
+
+
+class UpstreamResponse(Protocol):
+    """What the request path reads of an answer (aiohttp.ClientResponse has it all)."""
+    status: int
+    headers: Mapping[str, str]
+    content: Body
+
+    async def read(self) -> bytes: ...
+
+    def close(self) -> None: ...  # drops the connection: tells a worker to stop generating
+
+    def release(self) -> None: ...  # the connection back to the pool, the answer read to its end
+
+
+class Post(Protocol):
+    """POST `data` to `url`; a call may name its own timeout instead of the configured one."""
+
+    def __call__(self, url: str, *, data: bytes, headers: Mapping[str, str],
+                 timeout: aiohttp.ClientTimeout = ...) -> Awaitable[UpstreamResponse]: ...
+
+
+def http_post(session: aiohttp.ClientSession | None, connect_s: float, read_s: float) -> Post:
+    """The session's post under the configured timeouts: no total, so a long stream is fine as
+    long as bytes keep arriving. Bound directly, so no code of ours runs between a request and
+    aiohttp."""
+    timeout = aiohttp.ClientTimeout(total=None, connect=connect_s, sock_read=read_s)
+    return partial(session.post if session is not None else _no_session, timeout=timeout)
+
+
+async def _no_session(url: str, **_) -> UpstreamResponse:
+    raise RuntimeError(f"POST {url} before the gateway started: there is no HTTP session yet")

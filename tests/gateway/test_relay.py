@@ -1,0 +1,82 @@
+"""relay(): one request's answer from the workers, in process against a scripted transport:
+the usage it carries or the count that replaces it, the attempts, a re-ask's bill."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from gateway.handlers import build_request
+from gateway.relay import Delivery, relay
+from tests.gateway.gw_helpers import base_config, tier
+from tests.support import wait_for
+from tests.support.in_process import chat_call, services_for
+from tests.support.scripted_transport import Reply, ScriptedTransport, chat_answer
+
+SMALL, LARGE = "http://small.test", "http://large.test"
+SCHEMA = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+FORMAT = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA}}
+
+
+def _services(redis_prefix, script):
+    tiers = [{**tier("small", 1, [SMALL]), "capabilities": {"structured_outputs": True}},
+             {**tier("large", 2, [LARGE]), "capabilities": {"structured_outputs": True}}]
+    transport = ScriptedTransport(script)
+    return services_for(base_config(tiers, redis_prefix), transport), transport
+
+
+async def _relay(services, **body):
+    request = build_request(services, chat_call(services, **body))
+    return request, await relay(request, services.upstreams, Delivery())
+
+
+async def test_a_whole_answer_carries_the_workers_usage_and_its_body(redis_prefix):
+    services, transport = _services(redis_prefix, lambda sent: Reply(body=chat_answer("hello", 7, 3)))
+    request, outcome = await _relay(services, model="small")
+    usage = outcome.usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.reported, usage.source) == (7, 3, True, "worker")
+    assert outcome.served.name == "small" and outcome.attempts == 1 and outcome.error is None
+    assert json.loads(outcome.answer.body)["choices"][0]["message"]["content"] == "hello"
+    [sent] = transport.sent
+    assert sent.url == SMALL + "/v1/chat/completions" and sent.json["model"] == "model-small"
+    assert sent.headers["x-request-id"] == request.id
+
+
+async def test_an_answer_without_usage_is_estimated_from_its_text(redis_prefix):
+    services, _ = _services(redis_prefix, lambda sent: Reply(body=chat_answer("x" * 41, usage=False)))
+    request, outcome = await _relay(services, model="small")
+    usage = outcome.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.estimated_prompt_tokens, 11)
+    assert usage.source == "estimate" and not usage.reported
+
+
+async def test_a_request_cancelled_while_the_worker_generates_is_billed_the_workers_count(redis_prefix):
+    generating = asyncio.Event()  # never set: the worker is still at it when the client leaves
+    counted = {"finished": True, "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+
+    def script(sent):
+        return Reply(body=counted) if "/abort" in sent.url else Reply(body=chat_answer(), hold=generating)
+
+    services, transport = _services(redis_prefix, script)
+    request = build_request(services, chat_call(services, model="small"))
+    task = asyncio.create_task(relay(request, services.upstreams, Delivery()))
+    await wait_for(lambda: transport.sent, timeout_s=5, what="the request sent to the worker")
+    task.cancel()
+    outcome = await task
+    assert isinstance(outcome.error, asyncio.CancelledError) and outcome.opened is None
+    assert transport.sent[-1].url == f"{SMALL}/v1/internal/requests/{request.id}/abort?wait_s=2"
+    usage = outcome.usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.source) == (9, 4, "worker")
+
+
+async def test_a_misshapen_structured_answer_is_asked_again_above_and_the_first_is_billed(redis_prefix):
+    def script(sent):
+        content = "not json" if sent.url.startswith(SMALL) else json.dumps({"name": "Ada"})
+        return Reply(body=chat_answer(content, 5, 2 if sent.url.startswith(SMALL) else 3))
+
+    services, transport = _services(redis_prefix, script)
+    _, outcome = await _relay(services, model="small", response_format=FORMAT)
+    assert outcome.served.name == "large" and outcome.attempts == 2
+    [dropped] = outcome.discarded
+    assert dropped.tier.name == "small" and dropped.usage.completion_tokens == 2
+    assert outcome.usage.completion_tokens == 3
+    assert transport.responses[0].released  # the dropped answer's connection went back

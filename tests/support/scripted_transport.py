@@ -1,0 +1,89 @@
+"""A transport (gateway/transport.py's `Post`) that answers from a script, in this process:
+tests of routing, failover and billing without a server. `script(sent)` returns the `Reply`
+for each POST, or raises what the connection would (a refused connection, a timeout)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | dict = b""
+    chunks: list[bytes] | None = None  # a stream: its pieces as they arrive, after `body`
+    headers: dict = field(default_factory=dict)
+    hold: asyncio.Event | None = None  # the reply waits for this before it is sent
+
+
+@dataclass(frozen=True)
+class Sent:
+    url: str
+    body: bytes
+    headers: dict
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.body) if self.body else {}
+
+
+class _Content:
+    def __init__(self, reply: Reply):
+        self.pieces = [reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()]
+        self.pieces += reply.chunks or []
+
+    async def read(self, n: int = -1) -> bytes:
+        data = b"".join(self.pieces)
+        self.pieces = []
+        return data if n < 0 else data[:n]
+
+    async def readany(self) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+class ScriptedResponse:
+    def __init__(self, reply: Reply):
+        self.status, self.headers, self.content = reply.status, reply.headers, _Content(reply)
+        self.closed = self.released = False
+
+    async def read(self) -> bytes:
+        return await self.content.read()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def release(self) -> None:
+        self.released = True
+
+
+class ScriptedTransport:
+    def __init__(self, script: Callable[[Sent], Reply]):
+        self.script = script
+        self.sent: list[Sent] = []
+        self.responses: list[ScriptedResponse] = []
+
+    async def __call__(self, url: str, *, data: bytes, headers, timeout=None) -> ScriptedResponse:
+        sent = Sent(url, data, dict(headers))
+        self.sent.append(sent)
+        reply = self.script(sent)
+        if reply.hold is not None:
+            await reply.hold.wait()
+        response = ScriptedResponse(reply)
+        self.responses.append(response)
+        return response
+
+
+def chat_answer(text: str = "ok", prompt_tokens: int = 5, completion_tokens: int = 2, usage: bool = True) -> dict:
+    answer = {"id": "chatcmpl-s", "object": "chat.completion", "model": "m",
+              "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+    if usage:
+        answer["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens}
+    return answer
+
+
+def sse(*payloads: dict | str) -> list[bytes]:
+    """Stream frames: each payload as one `data:` event ("[DONE]" as it is)."""
+    return [b"data: " + (p.encode() if isinstance(p, str) else json.dumps(p).encode()) + b"\n\n" for p in payloads]
