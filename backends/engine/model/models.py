@@ -63,7 +63,7 @@ def load_tokenizer(path: Path):
 
     AutoTokenizer.from_pretrained re-registers every added token one by one, seconds of a
     worker's start for Gemma 3's vocabulary (docs/engine-cpu.md); the direct build encodes,
-    decodes and templates identically (tests/backends/test_tokenizer_loading.py). Folders
+    decodes and templates identically (tests/backends/engine/model/test_models.py). Folders
     without tokenizer.json (e.g. sentencepiece only) go through AutoTokenizer."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: only when a worker loads
 
