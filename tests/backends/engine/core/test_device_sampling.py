@@ -1,7 +1,7 @@
 """Sampling stays on the device that holds the logits: no step reads more than token ids back.
 
 On a GPU a read of a tensor's contents is a sync and a copy; a [batch, vocab] read per step
-cost more than the model itself (../shared/GPU.md). Two checks that run on CPU:
+cost more than the model itself (docs/gpu.md, "Sampling on the device"). Two checks that run on CPU:
 - the whole sampler (every feature) runs on logits on the meta device, where any read of a
   tensor's contents raises, and gives ids on that device;
 - engine steps run under a mode that records every read back to the host, and none of them
