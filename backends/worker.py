@@ -10,8 +10,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The engine loop runs its kernels on its own thread, after the main thread loaded the model,
 # so libgomp keeps two thread teams. Once it manages more threads than there are CPUs it
-# cuts its spin-wait to almost nothing, and every parallel region then pays futex wake-ups:
-# a 2-core decode step took 18 ms instead of 10. ACTIVE keeps libgomp's usual spin
+# cuts its spin-wait to almost nothing, and every parallel region then pays futex wake-ups
+# (nearly doubling a 2-core decode step: docs/engine-cpu.md). ACTIVE keeps libgomp's usual spin
 # (GOMP_SPINCOUNT: its own default, a few ms) even then; idle teams still go to sleep.
 # Read by libgomp when torch loads, so set before the import below.
 os.environ.setdefault("OMP_WAIT_POLICY", "ACTIVE")

@@ -31,7 +31,9 @@ TIME_BOX_S = {"tests": 150, "engine": 110, "hf": 90, "http": 120, "int4_3b": 100
 # the gpu-marked tests live in these folders: collecting all of tests/ would import what such a
 # machine lacks (the browser tests' Playwright, ...)
 GPU_MARKED = ["tests/kernels", "tests/backends"]
-CUDA_TESTS = ["tests/kernels", "tests/backends/test_decode_graphs.py", "tests/backends/test_device.py"]
+# the Triton kernels compiled for the GPU, and the engine's device paths (the CPU kernels' tests stay out)
+CUDA_TESTS = [*sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/kernels").glob("test_triton_*.py")),
+              "tests/backends/engine/model/test_cuda_graphs.py", "tests/backends/engine/model/test_device.py"]
 
 
 def log(message: str) -> None:

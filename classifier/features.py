@@ -21,8 +21,8 @@ _SCAN_CHARS = 6000  # cue counts and regexes look at most at this much of the ta
 
 
 # Each cue: (single-word patterns, phrases). Counted as `\b(?:all of them)\b` findall would,
-# but without that regex: Python's re tries every position, ~270 us per 2,000-character
-# request for the seven cues. Words are counted per word run (cached), and a cue's phrase
+# but without that regex: Python's re tries every position, for each of the seven cues
+# (docs/routing.md, "Serving latency"). Words are counted per word run (cached), and a cue's phrase
 # regex runs only when one of its phrases' literal heads is in the text. This equals the
 # regex because no phrase contains, or starts with, a single-word match of its own cue
 # (tests/classifier/test_feature_rewrites.py checks it against the regexes).
@@ -85,7 +85,7 @@ def cue_counts(scan: str) -> list[int]:
 
 
 # REQUESTED and MATH_CHARS start with one character class (`\d\d{0,4}`, not `\d{1,5}`): re skips
-# to candidate characters in C instead of trying a match at every position (2-3x faster).
+# to candidate characters in C instead of trying a match at every position.
 REQUESTED = re.compile(r"(\d\d{0,4})[ -]?(words?|pages?|paragraphs?|sentences?|bullet points?|items?|sections?|entries)")
 _UNIT_WORDS = {"w": 1, "p": 450, "s": 20, "b": 15, "i": 15, "e": 15}
 _LIST_LINE = re.compile(r"(?m)^\s*(?:[-*•]|\d+[.)])\s")

@@ -4,7 +4,7 @@ The vectors (classifier/model/static_vectors.npy, float16 [MiniLM vocab, DIMS]) 
 distilled once from the packaged MiniLM with model2vec (classifier/static_vectors_build.py).
 Serving needs only the Rust `tokenizers` library and numpy: split the text into words and
 punctuation, turn each distinct word into MiniLM WordPiece ids once (its own tokenizer.json,
-then cached: calling the tokenizer per request cost ~300 us for 1,500 characters), look the
+then cached: the tokenizer per request is slow, docs/routing.md), look the
 ids up, average. Splitting where BERT's pre-tokenizer splits keeps the ids equal to MiniLM's,
 except where a symbol touches a word ("€5"); training and serving share this code, so the
 model sees the same vectors either way.
@@ -63,7 +63,7 @@ class StaticVectors:
     def _whole_word_ids(self) -> dict[str, tuple[int, ...]]:
         """ASCII vocabulary entries as their own ids, known before the first request: WordPiece
         maps a word that is itself in the vocabulary to that one id, and lower-case ASCII passes
-        the normaliser unchanged. Without this, a first-seen word calls the tokenizer (~15 us),
+        the normaliser unchanged. Without this, a first-seen word calls the tokenizer,
         which made long prompts of new words the slowest 1% of requests."""
         return {token: ((i,) if self.known[i] else ()) for token, i in self.tokenizer.get_vocab().items()
                 if token.isascii() and PIECES.fullmatch(token) and token == token.lower()}
@@ -79,7 +79,7 @@ class StaticVectors:
         """Ids of the known tokens of the text's head and tail."""
         # Pieces never span whitespace, so the cache also keeps whole chunks ("youtube,"): most
         # requests then need only str.split and one dict lookup per chunk, both in C (the
-        # regex over every character cost ~25 us per 800 characters).
+        # regex over every character is what it saves: docs/routing.md).
         chunks = clip(text, HEAD_CHARS, TAIL_CHARS).lower().split()
         found = list(map(self._word_ids.get, chunks))
         if None in found:

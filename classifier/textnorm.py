@@ -82,7 +82,7 @@ def split_request(messages: list[dict] | None = None, prompt: str | None = None)
 
 def model_text(norm_task: str, context: str) -> str:
     """The string fed to the TF-IDF stages: the task (already through normalize_text: the
-    caller needs it too, and non-ASCII text costs ~40 us per 1,000 characters), then tagged context."""
+    caller needs it too, and it is costly on non-ASCII text), then tagged context."""
     text = clip(norm_task, MAX_TASK_CHARS, TASK_TAIL_CHARS)
     if context:
         text += " zctx " + clip(normalize_text(context), MAX_CONTEXT_CHARS)

@@ -7,7 +7,7 @@
 - `int4_linear` (csrc/int4_linear_cpu.cpp): group-wise int4 linear for decode-sized inputs.
 
 They are built on first use with torch's extension builder, once per checkout, source version
-and vector unit, into .cache/extensions/ (about 60 s on 2 cores). Each build runs in a folder of
+and vector unit, into .cache/extensions/ (its time: docs/engine-cpu.md). Each build runs in a folder of
 its own and the library is moved into place whole, so processes that start together never share
 the builder's lock file: one killed while holding it (a worker stopped during start-up) would
 leave every later load waiting forever. Later processes load the built library directly.

@@ -51,8 +51,8 @@ class AttentionMetadata:
 class GatherWorkspace:
     """Grow-only scratch buffers for gathered K/V, reused by every layer and step.
 
-    Gathering into a fresh tensor costs ~5x more than the copy itself on CPU (each large
-    allocation is a new mmap that page-faults on first touch)."""
+    Gathering into a fresh tensor costs more than the copy itself on CPU: each large allocation
+    is a new mmap that page-faults on first touch (docs/engine-cpu.md)."""
 
     def __init__(self):
         self._buffers: dict[str, torch.Tensor] = {}
@@ -87,7 +87,7 @@ def gather_blocks(cache: torch.Tensor, block_table: torch.Tensor, length: int,
 
 
 def _additive(visible: torch.Tensor) -> torch.Tensor:
-    """SDPA on CPU runs ~25% faster with an additive float mask than with a boolean one."""
+    """SDPA on CPU runs faster with an additive float mask than with a boolean one (docs/engine-cpu.md)."""
     return torch.zeros(visible.shape).masked_fill_(~visible, float("-inf"))
 
 

@@ -15,7 +15,7 @@ Formats (weights `[out_features, in_features]`, i.e. `[n, k]`, as nn.Linear stor
   row count measured (docs/engine-cpu.md); `aten._weight_int4pack_mm_for_cpu(x, packed,
   group_size, scales_and_zeros)` where our kernels do not build.
 
-Both aten kernels are fast only with bf16 activations (10-40x slower with fp32), so the
+Both aten kernels are fast only with bf16 activations (docs/quantization.md), so the
 fast path casts the input to bf16 and the output back to the caller's dtype. Scales are
 stored in bf16 because the kernels take them in the activation dtype; the references
 dequantize from those same bf16 values, so a test isolates the kernel's own error.

@@ -32,7 +32,7 @@ class EngineConfig:
     seed: int = 0  # engine-wide generator for unseeded sampling
     quantization: str | None = None  # None | "int8" | "int4": weight-only, see engine/quant/quantize.py
     int4_dense_prefill: bool = False  # CPU int4: dense weight copies for prompt chunks (and batched heads: engine/quant/quantize.py)
-    quant_group_size: int = 32  # int4 group size (32 or 64); 32 measured far better on SmolLM2
+    quant_group_size: int = 32  # int4 group size (32 or 64); 32 is the bundled GGUFs' own grid (docs/quantization.md)
     speculative: str | None = None  # None | "ngram" (prompt lookup) | "draft" (draft_model)
     num_speculative_tokens: int = 4  # draft tokens proposed per sequence per step
     draft_model: str | None = None  # bundled name or folder; must share the target's tokenizer

@@ -3,10 +3,9 @@
 //   out[i, n] = sum_g d * sum_{k in g} q * x  +  m * sum_{k in g} x
 //
 // aten's _weight_int4pack_mm_for_cpu turns every code into a float before its FMA; at one row
-// that conversion, not memory, bounds it: 73 us a call on a 2-core AVX2 EPYC, 8.7 ms of a
-// 15 ms batch-1 SmolLM2 step. Here x is rounded to int16 with a scale per group (int16_rows.h),
-// codes are widened to int16 and vpmaddwd (vpdpwssd with AVX-512 VNNI) sums pairs exactly in
-// int32. Only once per group does a sum meet its float scales.
+// that conversion, not memory, bounds it (docs/engine-cpu.md). Here x is rounded to int16 with
+// a scale per group (int16_rows.h), codes are widened to int16 and vpmaddwd (vpdpwssd with
+// AVX-512 VNNI) sums pairs exactly in int32. Only once per group does a sum meet its float scales.
 //
 // The weights lie in tiles of 4 output rows (quantized_linear.pack_int4_tiles), read as one
 // stream in order; each pass over them serves up to kRows rows of x. A sub-block of 32 codes is
@@ -15,10 +14,8 @@
 // one widened load holds 8 codes of each of 4 rows (AVX-512) or 2 rows (AVX2), each 128-bit
 // lane one row, against 8 values of x broadcast to every lane; a row's sums end up in the 4
 // int32 of its lane, and each float step (convert, scale, add) serves 4 rows (or 2) at once.
-// Both versions round the same floats in the same order, so they give the same bits.
-// On a 2-core AVX-512 EPYC, 112 calls of one SmolLM2 layer's shapes at 1/2/4/8/16 rows:
-// 2.42/3.20/5.01/7.72/13.86 ms, aten 3.66/4.09/5.06/7.83/13.43 ms; with 16 bytes of one row
-// per sub-block and 2 rows a register, it was 2.56/3.49/5.00/8.69/15.99 ms.
+// Both versions round the same floats in the same order, so they give the same bits. This
+// layout beat one row's 16 bytes per sub-block at every row count (docs/engine-cpu.md).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>

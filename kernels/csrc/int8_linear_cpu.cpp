@@ -3,11 +3,11 @@
 //
 // Written for the int8 LM head of a decode step (SmolLM2: 49152 x 576 codes, 28 MB a step).
 // aten's _weight_int8pack_mm turns every code into a float before its FMA, and that conversion,
-// not memory, bounds it: 2.0-2.4 ms for one row on a 2-core AVX-512 EPYC, about a quarter of a
-// batch-1 step. Here each row of x is rounded to int16 with one scale per row (a step of
-// max|x| / 16383, finer than the bf16 activations that aten's kernel takes) and the codes are
-// widened to int16, so one vpmaddwd multiplies 32 pairs and sums them exactly in int32.
-// Each pass over the codes serves up to kRows rows of x, and kBlock output rows side by side.
+// not memory, bounds it (docs/engine-cpu.md). Here each row of x is rounded to int16 with one
+// scale per row (a step of max|x| / 16383, finer than the bf16 activations that aten's kernel
+// takes) and the codes are widened to int16, so one vpmaddwd multiplies 32 pairs and sums them
+// exactly in int32. Each pass over the codes serves up to kRows rows of x, and kBlock output
+// rows side by side.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
@@ -67,7 +67,7 @@ void dot_block(const int16_t* xq, const float* x_scales, const int8_t* codes, co
   for (; k + kStep <= K; k += kStep) {
     IntVec w[B];
     for (int b = 0; b < B; ++b) {
-      // the next block's rows, asked for early: without it the loads waited on memory (7 GB/s)
+      // the next block's rows, asked for early: without it the loads wait on memory
       if ((k & 63) == 0 && n0 + kAheadRows + b < N) prefetch_line(codes + (n0 + kAheadRows + b) * K + k);
       w[b] = widen_codes(codes + (n0 + b) * K + k);
     }

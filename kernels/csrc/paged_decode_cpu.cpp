@@ -56,8 +56,7 @@ constexpr int64_t kMaxGroup = 8;
 constexpr int64_t kTile = 16;  // positions whose values are summed per pass over a head-dim slice
 // Positions are read in the order of the block table, whose blocks lie anywhere in the pool, so
 // the hardware prefetcher loses the stream at every block edge and loads wait on memory. Rows
-// this many positions ahead are asked for early: at batch 16, 450 positions, a bf16 pool, one
-// layer went from about 950 to 535 us on a 2-core AVX-512 EPYC (6 to 10 GB/s of its 41).
+// this many positions ahead are asked for early (docs/engine-cpu.md).
 constexpr int64_t kAhead = 16;
 
 // Asks for every cache line of the row `rows[i]` of `cache`, if i is in range.
@@ -82,9 +81,8 @@ inline int64_t key_lanes(const float* q, const T* key, int64_t D, Vec* acc) {
 
 #if defined(CPU_CAPABILITY_AVX512)
 // out[i] = the sum of the 16 lanes of v[i], for 16 vectors at once: a tree of pairwise sums that
-// costs about 3 instructions per vector, against about 9 for each vector's own reduction. With
-// SmolLM2's 3 query heads per KV head, those reductions were half of the scoring's instructions:
-// bf16 pool, batch 16, 450 positions, 280-300 -> 190-240 us a layer on a 2-core AVX-512 EPYC.
+// costs about 3 instructions per vector, against about 9 for each vector's own reduction; with
+// few query heads per KV head those reductions dominate the scoring (docs/engine-cpu.md).
 inline __m512 lane_sums16(const __m512* v) {
   __m512 t[8], u[4];
   for (int i = 0; i < 8; ++i)  // per 128-bit lane: v[2i] at 0 and 2, v[2i+1] at 1 and 3

@@ -46,8 +46,8 @@ class CompiledDecode:
         # Dynamo reads freezing from the global config when it traces (frozen weights need no
         # guards); this process compiles nothing else, so it is set for the process.
         torch._inductor.config.freezing = True
-        # cpp_wrapper: the graph calls its ~300 kernels from generated C++, not a Python
-        # wrapper (1.4 ms of Python per SmolLM2 step: a batch-1 int4 step 10.1 -> 8.5 ms)
+        # cpp_wrapper: the graph calls its kernels from generated C++: a Python wrapper between
+        # them was a large share of a batch-1 step (docs/engine-cpu.md)
         compile = functools.partial(torch.compile, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
         # two functions, so each keeps one graph: dynamo then checks no guard to pick it
         self._single, self._batched = compile(self._forward_single), compile(self._forward_batched)

@@ -27,8 +27,8 @@ This is what lets the engine launch a step before the host has seen the last one
 
 On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
-(tests/backends/test_decode_graphs.py); the capture-and-replay logic runs on CPU too, with
-the capture itself stood in for (engine/model/plans.py, tests/backends/test_cuda_plan.py).
+(tests/backends/engine/model/test_cuda_graphs.py); the capture-and-replay logic runs on CPU too, with
+the capture itself stood in for (engine/model/plans.py, tests/backends/engine/model/test_plans.py).
 """
 from __future__ import annotations
 

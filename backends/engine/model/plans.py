@@ -10,7 +10,7 @@ The CUDA plan also fuses the model's elementwise kernels and sibling projections
 What only CUDA has (the memory queries that size the pool, graph capture) is reached through
 two of the plan's members, which tests replace with stand-ins: the CUDA plan's own Python
 (construction order, pool sizing, capture, replay, padding, sampling on the logits' device)
-runs under `make test` on CPU (tests/backends/test_cuda_plan.py).
+runs under `make test` on CPU (tests/backends/engine/model/test_plans.py).
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def lark_grammar(lark: str) -> str:
 
 
 class GrammarCompiler:
-    """Owns the llguidance view of the tokenizer (built once, ~0.4 s) and makes matchers."""
+    """Owns the llguidance view of the tokenizer (built once: it is slow to build) and makes matchers."""
 
     def __init__(self, tokenizer, vocab_size: int, eos_token_ids: set[int]):
         self._tokenizer = tokenizer

@@ -12,8 +12,8 @@ from backends.engine.core.llm_engine import LLMEngine, StepFailedError
 from tests.support.cuda_stand_ins import OutOfMemoryAt
 from tests.support.polling import wait_for
 
-from .decode_runs import engine, run, workload
-from .models import bundled, tiny_llama
+from tests.backends.decode_runs import engine, run, workload
+from tests.backends.models import bundled, tiny_llama
 
 
 @pytest.fixture(scope="module")

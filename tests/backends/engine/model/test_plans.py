@@ -12,7 +12,7 @@ from backends.engine.model.plans import Decode, choose_plan
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts
 
-from .models import hf_greedy, tiny_llama
+from tests.backends.models import hf_greedy, tiny_llama
 
 CPU = torch.device("cpu")
 KV_BYTES = 1 << 20

@@ -12,8 +12,8 @@ from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_atten
 
 from tests.support.prompts import random_prompts
 
-from .attention_reference import dense_reference
-from .models import tiny_llama
+from tests.kernels.attention_reference import dense_reference
+from tests.backends.models import tiny_llama
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

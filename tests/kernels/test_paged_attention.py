@@ -1,13 +1,12 @@
-"""Paged attention against a dense reference; sampling filters and seeds."""
+"""Paged attention (kernels/paged_attention.py) against a dense reference."""
 import math
 import random
 
 import torch
 
 from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
-from kernels.sampling import RowParams, probabilities, sample
 
-from .attention_reference import dense_reference
+from tests.kernels.attention_reference import dense_reference
 
 
 def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks():
@@ -51,23 +50,3 @@ def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks():
             expected = dense_reference(query, k, v, scale, window)
             torch.testing.assert_close(out[offset:offset + len(query)], expected, atol=1e-5, rtol=1e-5)
             offset += len(query)
-
-
-def test_top_k_and_top_p_restrict_the_support():
-    logits = torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0]] * 3)
-    params = RowParams.build([1.0] * 3, [2, 0, 0], [1.0, 0.5, 1.0], [None] * 3, logits.device)
-    probs = probabilities(logits, params)
-    assert (probs[0, 2:] == 0).all() and probs[0, :2].sum().item() == 1.0
-    assert probs[1, 0] > 0 and (probs[1, 1:] == 0).all()  # top token alone holds > 50%
-    assert torch.allclose(probs[2], logits[2].softmax(-1))  # a row asking for neither keeps every token
-
-
-def test_greedy_rows_and_seeded_rows():
-    logits = torch.randn(3, 50)
-
-    def params():
-        return RowParams.build([0.0, 1.0, 1.0], [0] * 3, [1.0] * 3,
-                               [None, torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)], logits.device)
-
-    a, b = sample(logits, params()), sample(logits, params())
-    assert a[0] == logits[0].argmax() and a.tolist() == b.tolist()

@@ -1,9 +1,7 @@
+"""The paged KV pool (engine/core/block_manager.py): prefix sharing by hash with reference counts,
+eviction order, and all-or-nothing allocation."""
 from backends.engine.core.block_manager import BlockManager
-from backends.engine.config import EngineConfig
-from backends.engine.core.scheduler import QueueFullError, Scheduler
 from backends.engine.core.sequence import SamplingParams, Sequence
-
-import pytest
 
 
 def computed(bm: BlockManager, seq: Sequence) -> Sequence:
@@ -62,25 +60,3 @@ def test_allocation_is_all_or_nothing():
     seq = Sequence(list(range(10)), SamplingParams())
     assert not bm.allocate(seq, 10)
     assert seq.block_table == [] and bm.num_free_blocks == 3
-
-
-def test_waiting_queue_is_bounded():
-    config = EngineConfig(model="x", max_waiting=2)
-    scheduler = Scheduler(config, BlockManager(8, 4))
-    scheduler.add(Sequence([1], SamplingParams()))
-    scheduler.add(Sequence([2], SamplingParams()))
-    with pytest.raises(QueueFullError):
-        scheduler.add(Sequence([3], SamplingParams()))
-
-
-def test_token_budget_covers_decodes_first_then_chunks_new_prompts():
-    config = EngineConfig(model="x", max_num_batched_tokens=6, block_size=4)
-    scheduler = Scheduler(config, BlockManager(32, 4))
-    first = Sequence(list(range(5)), SamplingParams())
-    scheduler.add(first)
-    assert scheduler.schedule() == [(first, 5)]
-    first.num_computed_tokens = 5
-    first.append_token(42)  # now decoding
-    second = Sequence(list(range(100, 120)), SamplingParams())
-    scheduler.add(second)
-    assert scheduler.schedule() == [(first, 1), (second, 5)]  # decode, then a 5-token chunk

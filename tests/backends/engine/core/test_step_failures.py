@@ -13,7 +13,7 @@ from backends.engine.core.llm_engine import LLMEngine, StepFailedError
 from backends.openai_server import WorkerAPI
 from tests.support.cuda_stand_ins import OutOfMemoryAt
 
-from .models import bundled, tiny_llama
+from tests.backends.models import bundled, tiny_llama
 
 
 def test_only_the_failed_steps_sequences_end_and_the_rest_finish():

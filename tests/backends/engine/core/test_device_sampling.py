@@ -1,7 +1,7 @@
 """Sampling stays on the device that holds the logits: no step reads more than token ids back.
 
 On a GPU a read of a tensor's contents is a sync and a copy; a [batch, vocab] read per step
-cost more than the model itself (../shared/GPU.md). Two checks that run on CPU:
+cost more than the model itself (docs/gpu.md, "Sampling on the device"). Two checks that run on CPU:
 - the whole sampler (every feature) runs on logits on the meta device, where any read of a
   tensor's contents raises, and gives ids on that device;
 - engine steps run under a mode that records every read back to the host, and none of them
@@ -17,9 +17,8 @@ from backends.engine import EngineConfig, SamplingParams
 from backends.engine.structured.grammar import json_schema_grammar
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.sampler import sample_on_device
-from kernels.sampling import RowParams, draw, sample
 
-from .models import bundled
+from tests.backends.models import bundled
 
 pytestmark = pytest.mark.slow  # the bundled model's vocabulary compiles a grammar
 
@@ -82,19 +81,3 @@ def test_engine_steps_read_back_ids_not_logits(engine):
     vocab = engine.model.config.vocab_size
     wide = [shape for shape in reads.shapes if any(dim >= vocab for dim in shape)]
     assert reads.shapes and not wide, wide
-
-
-def test_the_exponential_race_draws_each_token_by_its_weight():
-    weights = torch.tensor([[0.5, 0.0, 1.5, 2.0]])  # unnormalised, with a zero
-    gen = torch.Generator().manual_seed(0)
-    counts = torch.bincount(torch.cat([draw(weights.expand(4000, 4), [None] * 4000),
-                                       torch.stack([draw(weights, [gen]) for _ in range(500)]).view(-1)]),
-                            minlength=4).float()
-    assert counts[1] == 0
-    assert torch.allclose(counts / counts.sum(), weights[0] / weights.sum(), atol=0.03)
-
-
-def test_greedy_rows_ignore_the_noise():
-    logits = torch.randn(4, 64)
-    params = RowParams.build([0.0, 0.0, 0.0, 0.0], [0, 5, 0, 0], [1.0, 1.0, 0.5, 1.0], [None] * 4, logits.device)
-    assert torch.equal(sample(logits, params), logits.argmax(-1))

@@ -7,8 +7,8 @@ import pytest
 
 from backends.engine import SamplingParams
 
-from .decode_runs import engine, run, workload
-from .models import tiny_llama
+from tests.backends.decode_runs import engine, run, workload
+from tests.backends.models import tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The decode-graph path (engine/model/cuda_graphs.py) run eagerly on CPU: bucketing, padding, static
 buffers and the scratch block, with the torch reference attention. Capture and replay, with
-the capture stood in for, are in test_cuda_plan.py."""
+the capture stood in for, are in test_plans.py."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +11,7 @@ from backends.engine.core.llm_engine import LLMEngine
 
 from tests.support.prompts import random_prompts
 
-from .models import hf_greedy, tiny_llama
+from tests.backends.models import hf_greedy, tiny_llama
 
 
 def test_buckets_are_powers_of_two_capped_by_the_batch_limit():

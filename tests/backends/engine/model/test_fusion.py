@@ -22,7 +22,7 @@ from kernels.fused_reference import TORCH_OPS, FusedOps
 from tests.support.cuda_stand_ins import cuda_plan_on_cpu
 from tests.support.prompts import random_prompts
 
-from .models import hf_greedy, tiny_gemma3, tiny_llama, tiny_qwen
+from tests.backends.models import hf_greedy, tiny_gemma3, tiny_llama, tiny_qwen
 
 CPU = torch.device("cpu")
 

@@ -16,7 +16,7 @@ from kernels import quantized_linear
 
 from tests.support.prompts import random_prompts
 
-from .models import hf_greedy, tiny_gemma3, tiny_llama
+from tests.backends.models import hf_greedy, tiny_gemma3, tiny_llama
 
 pytestmark = pytest.mark.slow  # torch.compile builds each graph with g++
 

@@ -1,16 +1,13 @@
 """n copies sharing the prompt's KV, logprobs, penalties and logit_bias in the engine."""
 import math
 
-import torch
-
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.core.async_engine import AsyncEngine
 from backends.engine.core.llm_engine import LLMEngine
 from backends.serving.sampling import per_choice
 from backends.serving.streams import merged, open_streams
-from kernels.sampling import apply_penalties, padded_ids
 
-from .models import bundled, tiny_llama
+from tests.backends.models import bundled, tiny_llama
 
 GREEDY = SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True)
 
@@ -19,18 +16,6 @@ def _engine(**overrides):
     model, _ = tiny_llama()
     return LLMEngine(EngineConfig(model="t", block_size=8, num_blocks=256, **overrides), model=model)
 
-
-def test_penalties_kernel_follows_openai_and_hf_definitions():
-    logits = torch.tensor([[2.0, -1.0, 0.5, 3.0], [2.0, -1.0, 0.5, 3.0]])
-    device = logits.device
-    out = apply_penalties(logits, context_ids=padded_ids([[0, 1, 3, 3], [2]], 4, device),
-                          output_ids=padded_ids([[3, 3, 1], []], 4, device),
-                          presence=torch.tensor([0.5, 0.0]), frequency=torch.tensor([0.25, 0.0]),
-                          repetition=torch.tensor([2.0, 1.0]))
-    # token 0: prompt only -> 2/2; token 1: negative, once in output -> -1*2 - 0.25 - 0.5;
-    # token 2 untouched; token 3: twice in output -> 3/2 - 0.5 - 0.5
-    assert torch.allclose(out[0], torch.tensor([1.0, -2.75, 0.5, 0.5]))
-    assert torch.equal(out[1], logits[1])  # a row that asks for no penalty (its padding included) is untouched
 
 
 def test_logit_bias_and_repetition_penalty_change_greedy_output():

@@ -7,7 +7,7 @@ from backends.engine.core.llm_engine import LLMEngine
 
 from tests.support.prompts import random_prompts
 
-from .models import bundled, hf_greedy, tiny_gemma3, tiny_llama
+from tests.backends.models import bundled, hf_greedy, tiny_gemma3, tiny_llama
 
 pytestmark = pytest.mark.slow  # tiny and bundled models through the whole engine, against HF generate
 
