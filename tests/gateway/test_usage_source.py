@@ -40,23 +40,26 @@ async def _ask(gw, model: str, stream: bool) -> str:
         return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
 
 
+async def _unreported(two, tier: str, stream: bool):
+    """The record and the text of one answer from `tier`, whose upstream reports no usage."""
+    gw, counted, plain, _, records = two
+    (counted if tier == "counted" else plain).reports_usage = False
+    text = await _ask(gw, tier, stream)
+    [record] = await wait_for(records, timeout_s=30, what="the usage record")
+    return record, text
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_answer_without_usage_is_estimated_and_marked_so(two, stream):
-    gw, _, plain, _, records = two
-    plain.reports_usage = False
-    text = await _ask(gw, "plain", stream)
-    [record] = await wait_for(records, timeout_s=5, what="the usage record")
+    record, text = await _unreported(two, "plain", stream)
     assert record.usage_source == "estimate" and record.tier == "plain"
     assert record.prompt_tokens > 0 and record.completion_tokens > 0 and text
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_answer_without_usage_is_counted_with_the_tiers_tokenizer(two, stream):
-    gw, counted, _, folder, records = two
-    counted.reports_usage = False
-    text = await _ask(gw, "counted", stream)
-    [record] = await wait_for(records, timeout_s=30, what="the usage record")
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    record, text = await _unreported(two, "counted", stream)
+    tokenizer = AutoTokenizer.from_pretrained(two[3])
     assert record.usage_source == "tokenizer"
     assert record.prompt_tokens == len(tokenizer.apply_chat_template(HI, add_generation_prompt=True, tokenize=True))
     assert record.completion_tokens == len(tokenizer.encode(text, add_special_tokens=False))
