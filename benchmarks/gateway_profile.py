@@ -54,19 +54,19 @@ async def _load(url: str, seconds: float, concurrency: int = 64) -> int:
     return done
 
 
-async def _profile(gateway, url: str, seconds: float, profile: bool = True) -> tuple[float, int]:
+async def _profile(gateway, url: str, seconds: float, concurrency: int, profile: bool = True) -> tuple[float, int]:
     """(CPU seconds per request without the profiler, requests answered while profiled)."""
     async with aiohttp.ClientSession() as session:
         await wait_http(session, url.rsplit("/v1/", 1)[0] + "/health")
     await _load(url, 2.0)  # warm: connections, caches, the classifier's first calls
     # CPU time per request: on a shared machine steadier than requests/s
     before = _cpu_s(gateway.pid)
-    unprofiled = await _load(url, seconds)
+    unprofiled = await _load(url, seconds, concurrency)
     cpu_per_request = (_cpu_s(gateway.pid) - before) / unprofiled
     if not profile:
         return cpu_per_request, 0
     gateway.send_signal(signal.SIGUSR1)
-    done = await _load(url, seconds)
+    done = await _load(url, seconds, concurrency)
     gateway.send_signal(signal.SIGUSR2)
     return cpu_per_request, done
 
@@ -84,9 +84,9 @@ def report(stats_path: Path, requests: int, top: int) -> str:
     out.write(f"{requests} requests; profiled main-thread time {total:.2f} s = "
               f"{total / requests * 1e6:.0f} us per request\n")
     collected = json.loads(Path(str(stats_path) + ".gc.json").read_text())
-    out.write("cyclic GC (inside the times below): " + ", ".join(
-        f"gen{g} {runs / requests:.3f} runs {seconds / requests * 1e6:.1f} us" for g, (runs, seconds)
-        in enumerate(zip(collected["runs"], collected["seconds"]))) + " per request\n")
+    out.write("cyclic GC (inside the times below), per request and per run: " + ", ".join(
+        f"gen{g} {runs / requests:.4f} runs {seconds / requests * 1e6:.1f} us ({seconds / max(runs, 1) * 1e3:.2f} ms)"
+        for g, (runs, seconds) in enumerate(zip(collected["runs"], collected["seconds"]))) + "\n")
     rows = [(key, value) for key, value in stats.stats.items()]
     for title, column in (("own time", 2), ("cumulative time", 3)):
         out.write(f"\n-- by {title}: us/request, calls/request, share of total, function\n")
@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--stats", type=Path, default=None, help="also keep the raw result here")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (1: one at a time)")
     parser.add_argument("--cpu-only", action="store_true", help="only the CPU time per request, no profile")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tiergate-profile-"))
@@ -128,7 +129,7 @@ def main() -> None:
         group.procs.append(gateway)
         group.wait_port(gw_port, timeout_s=120)  # fails fast, with the logs, if the gateway exits
         cpu, done = asyncio.run(_profile(gateway, f"http://127.0.0.1:{gw_port}/v1/chat/completions", args.seconds,
-                                       not args.cpu_only))
+                                       args.concurrency, not args.cpu_only))
         print(f"gateway process CPU time, unprofiled: {cpu * 1e6:.0f} us per request")
         if args.cpu_only:
             return
