@@ -1,12 +1,16 @@
-"""Where one gateway process spends its time per request at saturation: the process of
-`benchmarks.gateway` (same config, model "auto", fake upstream) run under cProfile while a
-closed loop of 64 connections keeps it busy; prints the functions by own time and by
-cumulative time, each in microseconds per request.
+"""Where one gateway process spends its CPU per request at saturation: the process of
+`benchmarks.gateway` (same config, model "auto", fake upstream) kept busy by a closed loop of
+64 connections. First its CPU time per request unprofiled, then under cProfile (main-thread
+CPU time): the functions by own and by cumulative time in microseconds per request, and the
+cyclic garbage collector's runs.
 
 `python -m benchmarks.gateway_profile [--tree DIR] [--seconds 10] [--top 40] [--stats FILE]`
---tree runs the gateway of another checkout (a `git worktree add --detach DIR REF`), to
-compare two commits function by function. Profiling slows the process: compare shares and
-calls per request, not absolute times, and never this with benchmarks.gateway's figures.
+--tree runs the gateway of another checkout (a `git worktree add --detach DIR REF`). Given
+several times, it profiles nothing: every tree's gateway runs at once on one upstream and they
+are loaded in turns of --slice seconds, so all see the same machine; it prints each one's CPU
+time per request (on a shared machine far steadier than requests/s measured one after another).
+cProfile's per-call cost inflates small Python functions: read shares and calls per request,
+and never compare its times with benchmarks.gateway's figures.
 """
 from __future__ import annotations
 
@@ -71,6 +75,24 @@ async def _profile(gateway, url: str, seconds: float, concurrency: int, profile:
     return cpu_per_request, done
 
 
+async def _compare(gateways: list[tuple[str, object, str]], seconds: float, slice_s: float,
+                   concurrency: int) -> dict[str, tuple[int, float]]:
+    """name -> (requests, CPU seconds per request), each gateway loaded for `seconds` in turns."""
+    async with aiohttp.ClientSession() as session:
+        for _, _, url in gateways:
+            await wait_http(session, url.rsplit("/v1/", 1)[0] + "/health")
+    for _, _, url in gateways:
+        await _load(url, 2.0)  # warm
+    served = {name: 0 for name, _, _ in gateways}
+    cpu = {name: 0.0 for name, _, _ in gateways}
+    for turn in range(max(1, round(seconds / slice_s))):
+        for name, process, url in gateways if turn % 2 == 0 else gateways[::-1]:
+            before = _cpu_s(process.pid)
+            served[name] += await _load(url, slice_s, concurrency)
+            cpu[name] += _cpu_s(process.pid) - before
+    return {name: (served[name], cpu[name] / served[name]) for name in served}
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc; no psutil needed)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -106,30 +128,31 @@ def _short(path: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose gateway is profiled")
+    parser.add_argument("--tree", type=Path, action="append",
+                        help="the checkout whose gateway is profiled (default: this one); several: compared")
+    parser.add_argument("--slice", type=float, default=2.0, help="with several trees: seconds per turn")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--stats", type=Path, default=None, help="also keep the raw result here")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (1: one at a time)")
     parser.add_argument("--cpu-only", action="store_true", help="only the CPU time per request, no profile")
     args = parser.parse_args()
+    trees = [tree.resolve() for tree in args.tree or [ROOT]]
     tmp = Path(tempfile.mkdtemp(prefix="tiergate-profile-"))
     stats_path = args.stats or tmp / "gateway.pstats"
-    up_port, gw_port = free_port(), free_port()
+    up_port = free_port()
     group = ProcessGroup(log_dir=tmp / "logs")
     try:
         group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "8"))
         gateway_config(f"http://127.0.0.1:{up_port}", tmp / "gateway.yaml")
-        tree = args.tree.resolve()
-        # the Redis the benchmark's launcher would start: here the local one (TIERGATE_REDIS_URL)
-        runner = ProcessGroup(log_dir=tmp / "logs", cwd=tree)
-        gateway = runner.spawn("gateway", [sys.executable, str(RUNNER), str(stats_path), "--config",
-                                           str(tmp / "gateway.yaml"), "--port", str(gw_port)],
-                               env=clean_env(PYTHONPATH=str(tree), TIERGATE_REDIS_URL="redis://127.0.0.1:6379/0"))
-        group.procs.append(gateway)
-        group.wait_port(gw_port, timeout_s=120)  # fails fast, with the logs, if the gateway exits
-        cpu, done = asyncio.run(_profile(gateway, f"http://127.0.0.1:{gw_port}/v1/chat/completions", args.seconds,
-                                       args.concurrency, not args.cpu_only))
+        gateways = [_start(group, tree, i, tmp, stats_path) for i, tree in enumerate(trees)]
+        if len(gateways) > 1:
+            results = asyncio.run(_compare(gateways, args.seconds, args.slice, args.concurrency))
+            for name, (served, cpu) in results.items():
+                print(f"{name}: {served} requests, gateway process CPU time {cpu * 1e6:.0f} us per request")
+            return
+        (_, gateway, url), = gateways
+        cpu, done = asyncio.run(_profile(gateway, url, args.seconds, args.concurrency, not args.cpu_only))
         print(f"gateway process CPU time, unprofiled: {cpu * 1e6:.0f} us per request")
         if args.cpu_only:
             return
@@ -139,6 +162,19 @@ def main() -> None:
         print(report(stats_path, done, args.top))
     finally:
         group.stop()
+
+
+def _start(group: ProcessGroup, tree: Path, index: int, tmp: Path, stats_path: Path) -> tuple[str, object, str]:
+    """(name, process, chat URL) of one gateway process run from `tree` by profiled_serve.py."""
+    port = free_port()
+    # the Redis the benchmark's launcher would start: here the local one (TIERGATE_REDIS_URL)
+    gateway = ProcessGroup(log_dir=tmp / "logs", cwd=tree).spawn(
+        f"gateway-{index}", [sys.executable, str(RUNNER), str(stats_path), "--config", str(tmp / "gateway.yaml"),
+                             "--port", str(port)],
+        env=clean_env(PYTHONPATH=str(tree), TIERGATE_REDIS_URL="redis://127.0.0.1:6379/0"))
+    group.procs.append(gateway)
+    group.wait_port(port, timeout_s=120)  # fails fast, with the logs, if the gateway exits
+    return f"{index}:{tree.name}", gateway, f"http://127.0.0.1:{port}/v1/chat/completions"
 
 
 if __name__ == "__main__":
