@@ -15,6 +15,7 @@ The choice and its figures: docs/routing.md.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -163,6 +164,17 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 def prior_p_good(probs: np.ndarray) -> np.ndarray:
     """[M,4] P(level <= L) from [M,4] class probabilities."""
     return np.cumsum(np.atleast_2d(probs), axis=1)
+
+
+def p_good_from_prior(probs: list[float]) -> list[float]:
+    """One request's p_good without outcomes, as OutcomeModel.estimate computes it for a batch
+    (running sum, clipped to [0, 1], running maximum; the same float64 steps in the same order)."""
+    out, total, best = [], 0.0, -math.inf
+    for p in probs:
+        total += p
+        best = max(best, min(max(total, 0.0), 1.0))
+        out.append(best)
+    return out
 
 
 def probs_from_p_good(p: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ import onnxruntime as ort
 
 from .decision import DEFAULT_THRESHOLDS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import FEATURE_NAMES, extract
-from .outcome_model import OutcomeModel, probs_from_p_good
+from .outcome_model import OutcomeModel, p_good_from_prior, probs_from_p_good
 from .static_vectors import DIMS, vectors_digest
 
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -77,6 +77,10 @@ class ComplexityClassifier:
     def predict(self, messages: list[dict] | None = None, prompt: str | None = None,
                 threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
         text, numeric = extract(messages, prompt)
+        if not self.outcomes.learned:  # the gateway's usual case: four floats, no numpy per step
+            own = self.probabilities([text], numeric[None, :])[0].astype(np.float64).tolist()
+            return Prediction(self.level_from_probs(own, threshold_shift, bias), own,
+                              self._effective(threshold_shift), p_good_from_prior(own), [0.0] * len(own), list(own))
         prior, good, weight, probs = self.estimate([text], numeric[None, :])
         return Prediction(self.level_from_probs(probs[0], threshold_shift, bias), probs[0].tolist(),
                           self._effective(threshold_shift), good[0].tolist(), weight[0].tolist(), prior[0].tolist())

@@ -18,15 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from prometheus_client import Counter, Gauge
-
 from policies.config import Budgets
 from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
 from policies.decision_types import RoutedBy
 from policies.service import PolicyService
 
 from .config import Config, Tier
-from .metrics import METRICS
+from .metrics import METRICS, Counter, Gauge
 
 # Why a request ended on its tier (the decision's routed_by, a policy move split by direction).
 ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")

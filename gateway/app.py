@@ -34,7 +34,9 @@ async def tiergate_headers(request: web.Request, handler):
         request[CLIENT_ID] = ctx.client_request_id  # and its log line, next to ours
     response = await handler(request)
     headers = response.headers
-    if not response.prepared:  # answers that reached no worker; streams sent theirs at the start
+    # answers that reached no worker; streams sent theirs at the start. The tier header comes
+    # only with the whole set (ctx.headers()): an answer that has it has them all.
+    if not response.prepared and TIER not in headers:
         for name, value in ctx.headers().items():
             headers.setdefault(name, value)
     if request.path not in _UNMETERED and not request.path.startswith("/console"):

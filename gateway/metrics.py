@@ -9,13 +9,46 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import REGISTRY, multiprocess
+import prometheus_client
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, REGISTRY, generate_latest, multiprocess
 from prometheus_client.metrics_core import Metric
 
 _LATENCY = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120)
 _PER_TOKEN = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1)
 _FAST = (.00002, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05)
+
+
+class _ChildrenByValues:
+    """`labels(...)` that remembers each child by the values it was given: prometheus_client's own
+    checks, converts each value to str and takes a lock on every call, several times a request.
+    Children are never removed here (label values are bounded), so a remembered one stays valid."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._children_by_values: dict[tuple, object] = {}
+
+    def labels(self, *values, **named):
+        if named:
+            return super().labels(*values, **named)
+        try:
+            return self._children_by_values[values]
+        except KeyError:
+            child = self._children_by_values[values] = super().labels(*values)
+            return child
+        except TypeError:  # an unhashable value: prometheus_client takes its str()
+            return super().labels(*values)
+
+
+class Counter(_ChildrenByValues, prometheus_client.Counter):
+    pass
+
+
+class Gauge(_ChildrenByValues, prometheus_client.Gauge):
+    pass
+
+
+class Histogram(_ChildrenByValues, prometheus_client.Histogram):
+    pass
 
 
 class _Metrics:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -20,6 +21,7 @@ async def _serve(config, config_path: str, host: str, port: int) -> None:
     state.keys_required = not is_loopback(host) and bool(config.policies.tenants)  # a reload may not drop them
     start_tracing(state.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
     runner = await start_site(build_app(state), host, port)
+    settle_collector()
     logging.getLogger("gateway").info("serving on http://%s:%d (classifier: %s)", host, port, state.classifier.name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -27,6 +29,21 @@ async def _serve(config, config_path: str, host: str, port: int) -> None:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     await runner.cleanup()  # stops accepting, lets in-flight requests finish (aiohttp's shutdown timeout)
+
+
+# Objects allocated (net) before a young-generation collection. Each collection walks every
+# object of the requests in flight, and nearly all of them are freed by reference counting
+# anyway: Python's 700 spent a large share of a busy process's CPU finding little garbage.
+YOUNG_COLLECTION_THRESHOLD = 20_000
+
+
+def settle_collector() -> None:
+    """Startup's objects (config, classifier tables, modules) are kept for the whole run: frozen,
+    no collection walks them again; and young collections run less often."""
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, old)
 
 
 def _run(coro) -> None:

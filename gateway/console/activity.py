@@ -22,7 +22,7 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from prometheus_client import Counter
+from ..metrics import Counter
 
 log = logging.getLogger(__name__)
 FLUSH_S = 1.0

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from classifier.decision import level_from_probs, levels_from_probs, shifted
+from classifier.features import extract
 from classifier.runtime import ComplexityClassifier, Prediction
 
 
@@ -86,3 +87,15 @@ def test_single_request_decision_matches_the_vectorised_one():
         shift = {3: float(rng.uniform(-0.5, 0.5))} if i % 3 == 0 else None
         expected = int(levels_from_probs(probs.astype(np.float64)[None, :], shifted(thresholds, shift))[0])
         assert level_from_probs(probs, thresholds, shift) == expected
+
+
+def test_prediction_without_outcomes_equals_the_batch_estimate(shipped, splits):
+    """predict's float path (no outcomes learned) gives exactly what estimate's numpy path gives."""
+    assert not shipped.outcomes.learned
+    for row in splits["test"][:40]:
+        pred = shipped.predict(row.get("messages"), row.get("prompt"))
+        text, numeric = extract(row.get("messages"), row.get("prompt"))
+        prior, good, weight, probs = shipped.estimate([text], numeric[None, :])
+        assert (pred.prior, pred.probs, pred.p_good, pred.evidence) == \
+            (prior[0].tolist(), probs[0].tolist(), good[0].tolist(), weight[0].tolist())
+        assert pred.tier == shipped.level_from_probs(probs[0])

@@ -4,7 +4,9 @@ from __future__ import annotations
 import re
 
 import openai
+import prometheus_client
 
+from gateway.metrics import Counter, Histogram
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.metrics import metric
 
@@ -44,3 +46,21 @@ async def test_metrics_account_tokens_cost_and_latency(fakes, gateway, redis_pre
     assert _value(text, "tiergate_classifier_seconds_count", classifier="prompt-length-rule") >= 1
     assert "never-a-label" not in text
     assert not re.search(r'(request_id|api_key|user)="', text)
+
+
+def test_labels_children_are_remembered_and_count_like_prometheus_clients():
+    """gateway/metrics.py's labels() hands back the same child per label values, and what it counts
+    reaches the registry exactly as prometheus_client's own labels() would."""
+    registry = prometheus_client.CollectorRegistry()
+    served = Counter("t_served_total", "served", ["tier", "status"], registry=registry)
+    timing = Histogram("t_seconds", "timing", ["tier"], buckets=(0.1, 1.0), registry=registry)
+    assert served.labels("small", "200") is served.labels("small", "200")
+    served.labels("small", "200").inc()
+    served.labels("small", 200).inc(2)  # prometheus_client takes str(): the same series
+    served.labels(tier="small", status="200").inc(4)
+    served.labels("big", ["odd"]).inc()  # unhashable: prometheus_client's str() of it
+    timing.labels("small").observe(0.5)
+    assert registry.get_sample_value("t_served_total", {"tier": "small", "status": "200"}) == 7
+    assert registry.get_sample_value("t_served_total", {"tier": "big", "status": "['odd']"}) == 1
+    assert registry.get_sample_value("t_seconds_bucket", {"tier": "small", "le": "1.0"}) == 1
+    assert registry.get_sample_value("t_seconds_bucket", {"tier": "small", "le": "0.1"}) == 0
