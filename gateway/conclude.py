@@ -26,7 +26,7 @@ from .accounting import Accounted, publish_spend, record_cost, record_request
 from .console.activity import ActivityLog, Served
 from .context import RequestContext
 from .metrics import METRICS
-from .policy_seam import PolicyService
+from .policy_seam import OpenPolicy, PolicyService
 from .quality.monitor import QualityMonitor
 from .quality.sample import Sample
 from .relay import Outcome
@@ -72,7 +72,8 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
         sinks.activity.record(_served(request, outcome, accounted))
     if admitted.sample is not None:
         sinks.quality.submit(admitted.sample, outcome)
-    await asyncio.shield(_settle(sinks.policy, admitted.admission, request, outcome))
+    if not isinstance(sinks.policy, OpenPolicy):  # the open policy keeps no ledger: nothing to settle
+        await asyncio.shield(_settle(sinks.policy, admitted.admission, request, outcome))
 
 
 async def _settle(policy: PolicyService, admission, request: GatewayRequest, outcome: Outcome) -> None:
@@ -84,7 +85,7 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
             await policy.settle(_uncharged(admission), f"{request.id}:reask-{i}", dropped.tier.name,
                                 dropped.usage.prompt_tokens, dropped.usage.completion_tokens,
                                 usage_source=dropped.usage.source)
-        if isinstance(policy, TenantPolicies):  # the open policy keeps no ledger to publish
+        if isinstance(policy, TenantPolicies):  # a test's own policy has no spend to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left
         log.exception("settle failed for request %s (client request id %s)", request.id,

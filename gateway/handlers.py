@@ -90,7 +90,7 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
             raise
         sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
         tap = sample.tap if sample is not None else None
-        outcome = await relay(request, services.upstreams, replace(delivery, tap=tap))
+        outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap))
         await conclude(outcome, Admitted(request, admission, sample), services.sinks)
     return outcome.deliver(ctx)
 

@@ -13,12 +13,14 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from yarl import URL
+
 from .config import Breaker, Config
 
 
 class Backend:
     __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
-                 "capabilities")
+                 "capabilities", "_urls")
 
     def __init__(self, url: str, api_key: str | None = None):
         self.url = url
@@ -31,6 +33,14 @@ class Backend:
         self.open_until = 0.0  # breaker open while now < open_until; half-open after
         self.probing = False
         self.capabilities = None  # what its /v1/models card states; None until read (and after it went down)
+        self._urls: dict[str, URL] = {}
+
+    def url_for(self, path: str) -> URL:
+        """The URL of one of its endpoints, parsed once: aiohttp would parse a string on every call."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self.url + path)
+        return url
 
     def set_key(self, api_key: str | None) -> None:
         self.auth_headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -92,7 +92,9 @@ class GatewayState:
         if self.redis is None:
             log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=300)
-        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # no cookie jar: workers set none, and one tenant's request must never carry another's cookies
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                             cookie_jar=aiohttp.DummyCookieJar())
         with_redis = self.redis is not None
         self._publish(config, self.pools, self.policy_factory(config, self.redis),
                       AffinityIndex(self.redis) if with_redis else None,

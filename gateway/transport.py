@@ -8,6 +8,7 @@ from functools import partial
 from typing import Awaitable, Mapping, Protocol
 
 import aiohttp
+from yarl import URL
 
 
 class Body(Protocol):
@@ -34,7 +35,7 @@ class UpstreamResponse(Protocol):
 class Post(Protocol):
     """POST `data` to `url`; a call may name its own timeout instead of the configured one."""
 
-    def __call__(self, url: str, *, data: bytes, headers: Mapping[str, str],
+    def __call__(self, url: str | URL, *, data: bytes, headers: Mapping[str, str],
                  timeout: aiohttp.ClientTimeout = ...) -> Awaitable[UpstreamResponse]: ...
 
 
@@ -46,5 +47,5 @@ def http_post(session: aiohttp.ClientSession | None, connect_s: float, read_s: f
     return partial(session.post if session is not None else _no_session, timeout=timeout)
 
 
-async def _no_session(url: str, **_) -> UpstreamResponse:
+async def _no_session(url: str | URL, **_) -> UpstreamResponse:
     raise RuntimeError(f"POST {url} before the gateway started: there is no HTTP session yet")

@@ -254,7 +254,7 @@ async def _send(post: Post, tier: Tier, backend: Backend, path: str, payload: by
     backend.on_pick(time.monotonic())
     response = None
     try:
-        response = await post(backend.url + path, data=payload, headers=headers)
+        response = await post(backend.url_for(path), data=payload, headers=headers)
         if response.status >= 500 or response.status in GATEWAY_CREDENTIALS_REFUSED:
             raise _UpstreamStatus(response.status, await response.content.read(MAX_ERROR_BODY),
                                   response.headers.get("Retry-After"))

@@ -65,7 +65,7 @@ class ScriptedTransport:
         self.responses: list[ScriptedResponse] = []
 
     async def __call__(self, url: str, *, data: bytes, headers, timeout=None) -> ScriptedResponse:
-        sent = Sent(url, data, dict(headers))
+        sent = Sent(str(url), data, dict(headers))
         self.sent.append(sent)
         reply = self.script(sent)
         if reply.hold is not None:
