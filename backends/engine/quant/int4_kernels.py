@@ -138,15 +138,43 @@ def missing(kernel: RowKernel, out_features: int, in_features: int, group_size: 
     return None
 
 
+# a layer keeps a second packing of its codes only while this share of the GPU stays free after it
+# (the KV pool and activations come later): a 70B's second copy would not fit beside its first
+MIN_FREE_SHARE = 0.4
+
+
+def gpu_memory(device: torch.device) -> tuple[int, int] | None:
+    """(free, total) bytes of a CUDA device; None elsewhere."""
+    return torch.cuda.mem_get_info(device) if device.type == "cuda" else None
+
+
+def _one_packing(table: RowTable, out_features: int, in_features: int, device: torch.device) -> RowTable:
+    """`table`, or its one-row kernel at every row count where a second packing would not leave
+    MIN_FREE_SHARE of the GPU free."""
+    memory = gpu_memory(device)
+    if len(table.packings()) < 2 or memory is None:
+        return table
+    free, total = memory
+    if free - out_features * in_features // 2 >= MIN_FREE_SHARE * total:
+        return table
+    single = RowTable.only(table.choose(1))
+    message = f"int4 layers keep one packing from here ({free / 2**30:.1f} of {total / 2**30:.1f} GiB free): {single.describe()}"
+    if message not in _reported:
+        _reported.add(message)
+        log.info(message)
+    return single
+
+
 def layer_table(out_features: int, in_features: int, group_size: int, dtype: torch.dtype = torch.bfloat16,
-                table: RowTable | None = None) -> RowTable:
-    """`table` (default: active_table()) with each kernel this layer cannot run replaced by its fallback."""
+                table: RowTable | None = None, device: torch.device | str = "cpu") -> RowTable:
+    """`table` (default: active_table()) with each kernel this layer cannot run replaced by its
+    fallback, on one packing where a second would crowd the GPU on `device` (MIN_FREE_SHARE)."""
     table = table or active_table()
     for kernel in (RowKernel.GEMLITE, RowKernel.TINYGEMM):  # gemlite first: its fallback is tinygemm
         why = kernel in table.kernels() and missing(kernel, out_features, in_features, group_size, dtype)
         if why:
             table = _drop(table, kernel, why)
-    return table
+    return _one_packing(table, out_features, in_features, torch.device(device))
 
 
 def _triton_linear():

@@ -113,7 +113,8 @@ class Int4Linear(nn.Module):
         (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
         self.rows = None
         if kernel == Kernel.TINYGEMM:  # rows holds the codes, in the forms its kernels read
-            self.rows = Int4RowKernels(codes, scales, mins, group_size, layer_table(*codes.shape, group_size, table=table))
+            self.rows = Int4RowKernels(codes, scales, mins, group_size,
+                                       layer_table(*codes.shape, group_size, table=table, device=codes.device))
             packed = scales_and_zeros = None
         elif kernel == Kernel.CPP:
             packed, scales_and_zeros = pack_int4_tiles(codes, scales, mins, group_size), None

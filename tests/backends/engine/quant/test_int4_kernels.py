@@ -146,3 +146,17 @@ def test_each_graph_bucket_runs_the_kernel_of_its_rows(tinygemm, no_gemlite, mon
     for bucket in (1, 4, 256):
         layer(torch.zeros(1, bucket, 128, dtype=torch.bfloat16))
     assert ran == ["tinygemm", "tinygemm", "dequant"]
+
+
+def test_a_second_packing_only_while_the_gpu_keeps_room(no_gemlite, monkeypatch):
+    """Past MIN_FREE_SHARE of the GPU, layers keep tinygemm's packing alone (a 70B's second copy
+    would not fit); below it, both. The reason is logged once."""
+    monkeypatch.setattr(int4_kernels, "_reported", set())
+    cuda, gib = torch.device("cuda"), 2**30
+    monkeypatch.setattr(int4_kernels, "gpu_memory", lambda device: (free, 80 * gib) if device.type == "cuda" else None)
+    free = 60 * gib
+    assert layer_table(*LLAMA_3B_UP, 32, table=DEFAULT_TABLE, device=cuda).packings() == {"tinygemm", "along_k"}
+    free = 32 * gib
+    assert layer_table(*LLAMA_3B_UP, 32, table=DEFAULT_TABLE, device=cuda) == RowTable.only("tinygemm")
+    assert layer_table(*LLAMA_3B_UP, 32, table=DEFAULT_TABLE) == RowTable(
+        ((64, RowKernel.TINYGEMM), (None, RowKernel.DEQUANT)))  # CPU tensors: no GPU to crowd
