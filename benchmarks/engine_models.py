@@ -14,6 +14,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from backends.engine.model.layerwise import random_int4_model as build_int4
 from backends.engine.model.model_runner import ATTN_IMPLEMENTATION
+from backends.engine.quant.int4_kernels import RowTable
 from backends.engine.quant.quantize import Kernel
 
 _LLAMA_3 = dict(vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0, rms_norm_eps=1e-5,
@@ -42,10 +43,10 @@ def random_model(name: str, device: torch.device, dtype: torch.dtype, seed: int,
 
 
 def random_int4_model(name: str, device: torch.device, dtype: torch.dtype, group_size: int, seed: int,
-                      kernel: Kernel | None = None) -> LlamaForCausalLM:
+                      kernel: Kernel | None = None, table: RowTable | None = None) -> LlamaForCausalLM:
     """Random int4 codes in every decoder projection (groups of `group_size`), embeddings, norms and
     LM head in `dtype`; peak memory is the model plus one layer, never a dense copy."""
-    return build_int4(LlamaConfig(**ARCHITECTURES[name]), device, dtype, group_size, seed, kernel)
+    return build_int4(LlamaConfig(**ARCHITECTURES[name]), device, dtype, group_size, seed, kernel, table)
 
 
 def random_prompt(rng, vocab_size: int, length: int) -> list[int]:

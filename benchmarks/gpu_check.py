@@ -1,14 +1,18 @@
 """`python -m benchmarks.gpu_check` (`make gpu-check`): the whole CUDA path of the engine on one GPU
 machine, under 8 minutes, one JSON object as the last stdout line.
 
-Steps, in order, each in a process of its own with a time box (benchmarks/gpu_check_steps.py):
-the CUDA tests compiled for the GPU (pytest); random Llama-3.2-1B in bf16: single-stream decode
-against the bandwidth limit and throughput at 64 and 256 requests in flight; transformers'
-continuous batching on the same 256 requests (and the HF static-batching peer briefly); a worker
-over HTTP at 1 and 64 streams; Llama-3.2-3B int4 against bf16; a random int4 Llama-3.1-70B built
-layer by layer and one short generation. A step that cannot run (no CUDA, no time left, a failure)
-is reported with the reason. `goals` holds the issue's targets with the values measured. Progress
-goes to stderr. docs/gpu.md says what to bring to a machine without a package registry.
+Steps, in order, each in a process of its own with a time box (benchmarks/gpu_check_steps.py,
+benchmarks/gpu_check_profile.py): the CUDA tests compiled for the GPU (pytest); random Llama-3.2-1B
+in bf16: single-stream decode (after warm-up) against the bandwidth limit and throughput at 64 and
+256 requests in flight; its prefill rate on 64 x 500-token prompts; a decode-step profile (wall
+against GPU kernel time, top kernels and host functions, written as files); each int4 kernel
+against bf16 per row count (the table the int4 chooser can load, written as a file);
+Llama-3.2-3B int4 against bf16; a random int4 Llama-3.1-70B built layer by layer and one short
+generation; a worker over HTTP at 1 and 64 streams; transformers' continuous batching on the same
+256 requests (and the HF static-batching peer briefly). `--only STEP[,STEP]` runs some of them.
+A step that cannot run (no CUDA, no time left, a failure) is reported with the reason. `goals`
+holds the issue's targets with the values measured. Progress goes to stderr; the JSON and the
+steps' files go to `--out` too. docs/gpu.md says what to bring to a machine without a registry.
 """
 from __future__ import annotations
 
@@ -27,7 +31,10 @@ ROOT = Path(__file__).parents[1]
 BUDGET_S = 470  # the whole run's limit, under the issue's 8 minutes
 RESERVE_S = 5  # kept for the JSON after the last step
 # seconds each step may take at most (and less when the budget runs short)
-TIME_BOX_S = {"tests": 150, "engine": 110, "hf": 90, "http": 120, "int4_3b": 100, "70b": 150}
+# (in the order they run: the comparison with transformers last, the first to give way when time runs short)
+TIME_BOX_S = {"tests": 150, "engine": 110, "prefill": 60, "profile": 60, "int4_table": 90, "int4_3b": 100,
+              "70b": 150, "http": 120, "hf": 90}
+OUT = ROOT / "gpu-check-out"  # the JSON and the steps' files (profiles, the int4 table)
 # the gpu-marked tests live in these folders: collecting all of tests/ would import what such a
 # machine lacks (the browser tests' Playwright, ...)
 GPU_MARKED = ["tests/kernels", "tests/backends"]
@@ -83,11 +90,11 @@ def step_tests(limit_s: float) -> dict:
     return {**totals, "seconds": round(time.perf_counter() - began, 1)}
 
 
-def run_step(name: str, limit_s: float, seed: int) -> dict:
+def run_step(name: str, limit_s: float, seed: int, out: Path) -> dict:
     if name == "tests":
         return step_tests(limit_s)
-    done = _run([sys.executable, "-m", "benchmarks.gpu_check", "--step", name, "--seed", str(seed)], limit_s,
-                stdout=subprocess.PIPE)  # stderr (progress) passes through
+    done = _run([sys.executable, "-m", "benchmarks.gpu_check", "--step", name, "--seed", str(seed), "--out", str(out)],
+                limit_s, stdout=subprocess.PIPE)  # stderr (progress) passes through
     if done is None:
         return {"skipped": f"time box: still running after {limit_s:.0f} s"}
     lines = done.stdout.strip().splitlines()
@@ -109,10 +116,11 @@ def _ratio(a, b):
 
 
 def goals(steps: dict) -> dict:
-    """The issue's targets: {name: {target, value, met}}; met is None where the value is unknown."""
+    """The issue's targets: {name: {target, value, met}}; met is None where the value is unknown.
+    A target is a floor, except those marked "at most" (the step's wall time against its kernels')."""
     at64 = _get(steps, "engine", "at_64", "tokens_per_s")
     bf16, int4 = _get(steps, "int4_3b", "bf16"), _get(steps, "int4_3b", "int4")
-    values = {
+    floors = {
         "single_stream_fraction_of_bandwidth_limit": (0.65, _get(steps, "engine", "single_stream",
                                                                  "fraction_of_limit")),
         "tokens_per_s_at_64_in_flight": (10_000, at64),
@@ -120,13 +128,19 @@ def goals(steps: dict) -> dict:
         "vs_transformers_continuous_batching_at_256": (10.0, _ratio(_get(steps, "engine", "at_256", "tokens_per_s"),
                                                                     _get(steps, "hf", "continuous", "tokens_per_s"))),
         "http_vs_in_process_at_64": (0.8, _ratio(_get(steps, "http", "streams_64", "tokens_per_s"), at64)),
+        "prefill_prompt_tokens_per_s_64x500": (150_000, _get(steps, "prefill", "prompt_tokens_per_s")),
         "int4_vs_bf16_3b_single_stream": (1.6, _ratio(_get(int4, "single_stream", "decode_tokens_per_s"),
                                                       _get(bf16, "single_stream", "decode_tokens_per_s"))),
         "int4_vs_bf16_3b_at_64": (1.0, _ratio(_get(int4, "at_64", "tokens_per_s"), _get(bf16, "at_64", "tokens_per_s"))),
         "serves_70b_int4": (True, _get(steps, "70b", "serves")),
     }
-    return {name: {"target": target, "value": value, "met": None if value is None else value >= target}
-            for name, (target, value) in values.items()}
+    ceilings = {f"step_wall_over_gpu_kernel_time_batch_{b}": (1.15, _get(steps, "profile", f"batch_{b}",
+                                                                         "wall_over_kernel_time")) for b in (1, 64)}
+    out = {name: {"target": target, "value": value, "met": None if value is None else value >= target}
+           for name, (target, value) in floors.items()}
+    out.update({name: {"target": target, "at_most": True, "value": value, "met": None if value is None else value <= target}
+                for name, (target, value) in ceilings.items()})
+    return out
 
 
 def cuda_device() -> str | None:
@@ -138,9 +152,10 @@ def cuda_device() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
-def check(only: list[str], budget_s: float, seed: int) -> dict:
+def check(only: list[str], budget_s: float, seed: int, out: Path = OUT) -> dict:
     began = time.perf_counter()
     device = cuda_device()
+    out.mkdir(parents=True, exist_ok=True)
     steps: dict = {}
     for name in TIME_BOX_S:
         if name not in only:
@@ -154,30 +169,47 @@ def check(only: list[str], budget_s: float, seed: int) -> dict:
         else:
             log(f"step {name} (up to {min(TIME_BOX_S[name], left):.0f} s)")
             step_began = time.perf_counter()
-            steps[name] = run_step(name, min(TIME_BOX_S[name], left), seed)
+            steps[name] = run_step(name, min(TIME_BOX_S[name], left), seed, out)
             steps[name].setdefault("step_s", round(time.perf_counter() - step_began, 1))
         log(f"{name}: {json.dumps(steps[name])[:300]}")
-    return {"device": device or "no CUDA", "steps": steps, "goals": goals(steps),
-            "total_s": round(time.perf_counter() - began, 1)}
+    result = {"device": device or "no CUDA", "steps": steps, "goals": goals(steps),
+              "total_s": round(time.perf_counter() - began, 1), "out": str(out)}
+    (out / "gpu_check.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def step_names(values: list[str]) -> list[str]:
+    """`--only` takes names apart by spaces or commas: `--only engine,int4_table` or `--only engine int4_table`."""
+    names = [name for value in values for name in value.split(",") if name]
+    unknown = sorted(set(names) - set(TIME_BOX_S))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no step {', '.join(unknown)}: the steps are {', '.join(TIME_BOX_S)}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", choices=list(TIME_BOX_S), default=list(TIME_BOX_S))
+    parser.add_argument("--only", nargs="+", metavar="STEP[,STEP]", default=list(TIME_BOX_S),
+                        help=f"the steps to run, of: {', '.join(TIME_BOX_S)}")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=OUT, help="folder for the JSON and the steps' files")
     parser.add_argument("--step", choices=[n for n in TIME_BOX_S if n != "tests"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    try:
+        only = step_names(args.only)
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
     if args.step:  # one step in this process (run_step starts it so)
-        from benchmarks.gpu_check_steps import STEPS  # torch and the engine load here only
+        from benchmarks import gpu_check_profile, gpu_check_steps  # torch and the engine load here only
 
         try:
-            result = STEPS[args.step](args.seed)
+            result = {**gpu_check_steps.STEPS, **gpu_check_profile.STEPS}[args.step](args.seed, args.out)
         except Exception as error:  # reported in the JSON, not a traceback for the parent to parse
             result = {"error": repr(error)[:1000]}
         print(json.dumps(result), flush=True)
         return
-    print(json.dumps(check(args.only, args.budget_s, args.seed)), flush=True)
+    print(json.dumps(check(only, args.budget_s, args.seed, args.out)), flush=True)
 
 
 if __name__ == "__main__":

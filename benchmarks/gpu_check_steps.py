@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import random
 import shutil
 import subprocess
@@ -26,13 +27,15 @@ import torch
 from backends.engine import EngineConfig, SamplingParams
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.model.models import model_dir
+from backends.engine.quant.int4_kernels import RowKernel, RowTable
 from backends.engine.quant.quantize import Int4Linear, Int8Linear
 from benchmarks.engine import build_engine, log
 from benchmarks.engine_decode import at_concurrency, copy_bandwidth, single_stream
-from benchmarks.engine_models import random_int4_model, random_model, random_prompt
+from benchmarks.engine_models import ARCHITECTURES, random_int4_model, random_model, random_prompt
 from benchmarks.engine_peers import run_hf_continuous, run_hf_static
 from benchmarks.streaming_load import run_closed_loop
 from launcher.processes import free_port, stop_processes, wait_healthy
+from measure.int4_table import cuda_timer, int4_kernel_table, projection_shapes
 
 ROOT = Path(__file__).parents[1]
 CUDA = torch.device("cuda")
@@ -44,6 +47,7 @@ TOKENIZER_VOCAB = 49152
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 # the in-process engine and the HTTP worker run with the same limits, so their ratio is like for like
 ENGINE_FLAGS = {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
+WARM_TOKENS = 32  # decode tokens a single stream runs before it is timed (engine_decode.single_stream)
 SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "70b": "llama-3.1-70b"}  # engine_models.ARCHITECTURES
 
 
@@ -57,18 +61,24 @@ def _free() -> None:
     torch.cuda.empty_cache()
 
 
-def _engine_1b(seed: int) -> LLMEngine:
+def engine_1b(seed: int) -> LLMEngine:
     args = SimpleNamespace(model=SHAPES["1b"], cuda_graphs=None, compile=False, kv_cache_dtype="auto", seed=seed,
                            **ENGINE_FLAGS)
     return build_engine(args, CUDA, BF16)
 
 
-def step_engine(seed: int) -> dict:
-    """Random Llama-3.2-1B in bf16: single stream against the bandwidth limit, then 64 and 256
-    requests in flight (each set its own prompts: no prefix-cache hits between them)."""
-    engine = _engine_1b(seed)
+def warm(engine: LLMEngine, seed: int) -> None:
+    """One short request through a new engine: its first prefill and decode steps pay the lazy setup."""
     engine.generate([workload(1, seed + 9)[0][:32]], SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True))
-    out = {"single_stream": single_stream(engine, workload(1, seed + 7)[0], OUTPUT_TOKENS, copy_bandwidth(CUDA))}
+
+
+def step_engine(seed: int, out_dir: Path) -> dict:
+    """Random Llama-3.2-1B in bf16: single stream against the bandwidth limit (after warm-up), then
+    64 and 256 requests in flight (each set its own prompts: no prefix-cache hits between them)."""
+    engine = engine_1b(seed)
+    warm(engine, seed)
+    out = {"single_stream": single_stream(engine, workload(1, seed + 7)[0], OUTPUT_TOKENS, copy_bandwidth(CUDA),
+                                          WARM_TOKENS)}
     log(f"engine single stream: {out['single_stream']}")
     for n, prompts in ((64, workload(64, seed)), (256, workload(256, seed + 1))):
         out[f"at_{n}"] = at_concurrency(engine, prompts, [OUTPUT_TOKENS] * n, n)
@@ -77,7 +87,7 @@ def step_engine(seed: int) -> dict:
     return out
 
 
-def step_hf(seed: int) -> dict:
+def step_hf(seed: int, out_dir: Path) -> dict:
     """transformers' continuous batching on the 256 requests of step_engine; the static-batching
     peer briefly, to show it runs on CUDA."""
     model = random_model(SHAPES["1b"], CUDA, BF16, seed, "sdpa")
@@ -111,7 +121,7 @@ def _save_random_1b(folder: Path, seed: int) -> None:
     _free()
 
 
-def step_http(seed: int) -> dict:
+def step_http(seed: int, out_dir: Path) -> dict:
     """A worker process on the saved random 1B: 1 stream, then 64 streams of the 64 prompts of
     step_engine (token ids), streamed /v1/completions."""
     if not (model_dir("smollm2-135m") / "tokenizer.json").exists():
@@ -149,22 +159,29 @@ def _streams(url: str, seed: int) -> dict:
     return out
 
 
+def _kernel_name(layer: Int4Linear | Int8Linear) -> str:
+    if isinstance(layer, Int8Linear):
+        return f"int8 {layer.kernel}"
+    return f"int4 {layer.kernel if layer.rows is None else layer.rows.table.describe()}"
+
+
 def quantized_kernels(model: torch.nn.Module) -> dict[str, int]:
-    """How many int4 / int8 layers run each kernel (tinygemm, triton, ...), e.g. {"int4 tinygemm": 196}."""
-    return dict(Counter(f"{'int4' if isinstance(m, Int4Linear) else 'int8'} {m.kernel}" for m in model.modules()
-                        if isinstance(m, (Int4Linear, Int8Linear))))
+    """How many int4 / int8 layers run each kernel, or each row table (int4 on CUDA), e.g.
+    {"int4 tinygemm<=64 dequant": 196, "int8 triton": 1}."""
+    return dict(Counter(_kernel_name(m) for m in model.modules() if isinstance(m, (Int4Linear, Int8Linear))))
 
 
-def step_int4_3b(seed: int) -> dict:
+def step_int4_3b(seed: int, out_dir: Path) -> dict:
     """Random Llama-3.2-3B in bf16, then the same weights quantized to int4 by the engine as the
-    worker's --quantization int4 does (its default kernels, named in "kernels"): single stream
-    and 64 in flight for each."""
+    worker's --quantization int4 does (its default kernels and row table, named in "kernels"):
+    single stream (after warm-up) and 64 in flight for each."""
     out = {}
     for name, quantization in (("bf16", None), ("int4", "int4")):
         model = random_model(SHAPES["3b"], CUDA, BF16, seed)
         engine = LLMEngine(EngineConfig(model=SHAPES["3b"], device=CUDA.type, quantization=quantization), model=model)
+        warm(engine, seed)
         run = {"kernels": quantized_kernels(engine.model),
-               "single_stream": single_stream(engine, workload(1, seed + 7)[0], 64, copy_bandwidth(CUDA)),
+               "single_stream": single_stream(engine, workload(1, seed + 7)[0], 64, copy_bandwidth(CUDA), WARM_TOKENS),
                "at_64": at_concurrency(engine, workload(64, seed), [64] * 64, 64)}
         out[name] = run
         log(f"3b {name}: {run}")
@@ -173,11 +190,12 @@ def step_int4_3b(seed: int) -> dict:
     return out
 
 
-def step_70b(seed: int) -> dict:
+def step_70b(seed: int, out_dir: Path) -> dict:
     """Random Llama-3.1-70B in int4 (groups of 32), built layer by layer on the GPU, then one
-    short generation through the engine."""
+    short generation through the engine. On tinygemm alone: a second packing of its codes (for
+    the dequantized prefill path) would take another 35 GiB, more than an 80 GiB GPU has left."""
     began = time.perf_counter()
-    model = random_int4_model(SHAPES["70b"], CUDA, BF16, 32, seed)
+    model = random_int4_model(SHAPES["70b"], CUDA, BF16, 32, seed, table=RowTable.only(RowKernel.TINYGEMM))
     torch.cuda.synchronize()
     out = {"build_s": round(time.perf_counter() - began, 1),
            "weights_gib": round(torch.cuda.memory_allocated() / 2**30, 2),
@@ -196,4 +214,19 @@ def step_70b(seed: int) -> dict:
     return out
 
 
-STEPS = {"engine": step_engine, "hf": step_hf, "http": step_http, "int4_3b": step_int4_3b, "70b": step_70b}
+def step_int4_table(seed: int, out_dir: Path) -> dict:
+    """Each int4 candidate kernel against a bf16 matmul at 1 to 4,096 rows, over one decoder layer of
+    the 3B and of the 70B (measure/int4_table.py); the table it chooses goes to int4_row_table.json,
+    which TIERGATE_INT4_TABLE can point at."""
+    shapes = {SHAPES[size]: projection_shapes(*(ARCHITECTURES[SHAPES[size]][key] for key in (
+        "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")))
+        for size in ("3b", "70b")}
+    out = int4_kernel_table(shapes, cuda_timer, CUDA, seed=seed)
+    table_file = out_dir / "int4_row_table.json"
+    table_file.write_text(json.dumps({"int4_row_table": out["int4_row_table"]}) + "\n")
+    log(f"int4 row table: {out['int4_row_table']} (written to {table_file})")
+    return {**out, "file": str(table_file)}
+
+
+STEPS = {"engine": step_engine, "int4_table": step_int4_table, "int4_3b": step_int4_3b, "70b": step_70b,
+         "http": step_http, "hf": step_hf}  # and benchmarks/gpu_check_profile.py's

@@ -109,6 +109,11 @@ def scales_and_mins(scales_and_zeros: torch.Tensor) -> tuple[torch.Tensor, torch
     return sz[..., 0].contiguous(), (sz[..., 1] - 8 * sz[..., 0]).contiguous()
 
 
+def scales_and_zeros_of(scales: torch.Tensor, mins: torch.Tensor) -> torch.Tensor:
+    """scales_and_mins' inverse: fp32 (scale, min) [n, k / group] -> bf16 (scale, zero) [k / group, n, 2]."""
+    return torch.stack([scales, mins + 8 * scales], dim=-1).transpose(0, 1).contiguous().to(ACT_DTYPE)
+
+
 def pack_int4_tiles(codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int) -> torch.Tensor:
     """int32 codes [n, k] with w = q * scale + min, scales and mins [n, k / group] -> our C++
     kernel's uint8 tiles [n / 4, k / group, 2 * group + 16]: per 4 output rows and group, the

@@ -12,6 +12,23 @@ from dataclasses import dataclass
 import torch
 
 
+def host_to_device(values: list, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Host values as a tensor on `device` with no wait: a copy from pageable memory makes the host
+    wait for every kernel already queued (the step's forward); from pinned memory, non_blocking, it
+    is queued behind them. The caching host allocator keeps the pinned buffer until the copy ran."""
+    if torch.device(device).type != "cuda":
+        return torch.tensor(values, dtype=dtype, device=device)
+    return torch.tensor(values, dtype=dtype, pin_memory=True).to(device, non_blocking=True)
+
+
+def select_rows(tensor: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """tensor[rows] along dim 0: a view where the rows are consecutive (a decode step's), else a
+    gather through an index sent as host_to_device does. Never a host wait."""
+    if rows and rows == list(range(rows[0], rows[0] + len(rows))):
+        return tensor[rows[0]:rows[0] + len(rows)]
+    return tensor.index_select(0, host_to_device(rows, torch.long, tensor.device))
+
+
 @dataclass(frozen=True)
 class RowParams:
     """Per-row settings as tensors on the logits' device, plus the host-side facts that
@@ -27,9 +44,8 @@ class RowParams:
     @classmethod
     def build(cls, temperature: list[float], top_k: list[int], top_p: list[float],
               generators: list[torch.Generator | None], device: torch.device) -> "RowParams":
-        return cls(torch.tensor(temperature, dtype=torch.float32, device=device),
-                   torch.tensor(top_k, dtype=torch.long, device=device),
-                   torch.tensor(top_p, dtype=torch.float32, device=device),
+        return cls(host_to_device(temperature, torch.float32, device), host_to_device(top_k, torch.long, device),
+                   host_to_device(top_p, torch.float32, device),
                    max(top_k, default=0), any(p < 1.0 for p in top_p), any(t > 0 for t in temperature),
                    tuple(generators))
 
@@ -88,7 +104,7 @@ def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Te
 def padded_ids(rows: list[list[int]], pad: int, device: torch.device) -> torch.Tensor:
     """Ragged id lists as one [R, longest] tensor on `device`, short rows filled with `pad`."""
     width = max((len(r) for r in rows), default=0)
-    return torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=torch.long, device=device).view(len(rows), width)
+    return host_to_device([r + [pad] * (width - len(r)) for r in rows], torch.long, device).view(len(rows), width)
 
 
 def apply_penalties(logits: torch.Tensor, context_ids: torch.Tensor, output_ids: torch.Tensor,

@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .int4_dequant import pack_int4_along_k  # noqa: F401  (the packing these kernels read; dequant reads it too)
 from .triton_quantized_gemv import GEMV_MAX_ROWS, int4_gemv, int8_gemv
 
 BLOCK_M = 16  # tl.dot needs every dimension >= 16; decode batches are small
@@ -123,14 +124,6 @@ def triton_int8_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tenso
         return int8_gemv(x, codes.contiguous(), scales.contiguous(), bias)
     return _launch(_int8_kernel, x, codes.contiguous(), scales.contiguous(), codes.shape[0], bias,
                    BLOCK_K=INT8_BLOCK_K)
-
-
-def pack_int4_along_k(codes: torch.Tensor) -> torch.Tensor:
-    """int codes 0..15 [n, k] -> uint8 [n, k / 2], even k in the low nibble."""
-    if codes.shape[1] % 2:
-        raise ValueError(f"in_features {codes.shape[1]} must be even to pack two codes per byte")
-    c = codes.to(torch.uint8)
-    return (c[:, 0::2] | (c[:, 1::2] << 4)).contiguous()
 
 
 def triton_int4_linear(x: torch.Tensor, packed: torch.Tensor, scales_and_zeros: torch.Tensor, group_size: int,

@@ -2,11 +2,12 @@
 import base64
 
 import numpy as np
-import openai
 import pytest
 
 from backends.embedder import Embedder
 from tests.support.workers import running_worker
+
+openai = pytest.importorskip("openai", reason="the openai client is a test dependency (docs/gpu.md lists the wheels)")
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,13 @@ import json
 import socket
 import time
 
-import openai
 import pytest
 
 from tests.support import wait_until
 from tests.support.metrics import metric, scrape
 from tests.support.workers import running_worker
+
+openai = pytest.importorskip("openai", reason="the openai client is a test dependency (docs/gpu.md lists the wheels)")
 
 MODEL = "smollm2-135m"
 

@@ -2,7 +2,8 @@
 seeded rows, the exponential race that draws by weight, and the OpenAI/HF penalties."""
 import torch
 
-from kernels.sampling import RowParams, apply_penalties, draw, padded_ids, probabilities, sample
+from kernels.sampling import (RowParams, apply_penalties, draw, host_to_device, padded_ids, probabilities, sample,
+                              select_rows)
 
 
 def test_top_k_and_top_p_restrict_the_support():
@@ -52,3 +53,14 @@ def test_penalties_kernel_follows_openai_and_hf_definitions():
     # token 2 untouched; token 3: twice in output -> 3/2 - 0.5 - 0.5
     assert torch.allclose(out[0], torch.tensor([1.0, -2.75, 0.5, 0.5]))
     assert torch.equal(out[1], logits[1])  # a row that asks for no penalty (its padding included) is untouched
+
+
+def test_rows_are_selected_without_an_index_from_the_host():
+    """A decode step's rows are consecutive: a view, no index copied over; other rows are gathered
+    through an index sent like every per-row setting (host_to_device), with the same values."""
+    logits = torch.arange(24.0).view(6, 4)
+    consecutive = select_rows(logits, [2, 3, 4])
+    assert consecutive.data_ptr() == logits[2].data_ptr() and torch.equal(consecutive, logits[[2, 3, 4]])
+    scattered = select_rows(logits, [5, 0, 3])
+    assert torch.equal(scattered, logits[[5, 0, 3]])
+    assert host_to_device([0.5, 1.0], torch.float32, torch.device("cpu")).tolist() == [0.5, 1.0]

@@ -2,6 +2,7 @@
 (backends/engine/model/plans.py). Everything else the plan does is the real code."""
 from __future__ import annotations
 
+import sys
 from collections import Counter
 
 import torch
@@ -96,3 +97,49 @@ class OutOfMemoryAt:
         if self.count in self.calls:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return self.forward(*args, **kwargs)
+
+
+class GemLiteStandIn:
+    """Stands in for the optional `gemlite` package (kernels/gemlite_int4.py), with the contract its
+    README and tests state: gemlite.core.GemLiteLinear(W_nbits, group_size, in_features, out_features,
+    input_dtype, output_dtype), .pack(W_q uint8 [n, k], scales and zeros [n * k / group, 1] in row
+    order, bias), then layer(x) = x @ ((W_q - zero) * scale)^T in the output dtype. `install` puts it
+    in sys.modules as `gemlite` and `gemlite.core`. Counts its calls."""
+
+    def __init__(self):
+        import importlib.machinery
+        import types
+
+        self.packed = self.multiplied = 0
+        stand_in = self
+
+        class Layer:
+            def __init__(self, W_nbits, group_size, in_features, out_features, input_dtype, output_dtype):
+                assert W_nbits == 4 and in_features % group_size == 0
+                self.group_size, self.shape, self.dtype = group_size, (out_features, in_features), output_dtype
+
+            def pack(self, W_q, scales, zeros, bias):
+                n, k = self.shape
+                assert W_q.dtype == torch.uint8 and tuple(W_q.shape) == (n, k) and bias is None
+                assert scales.shape == zeros.shape == (n * k // self.group_size, 1)
+                groups = W_q.float().reshape(-1, self.group_size)
+                self.weight = ((groups - zeros.float()) * scales.float()).reshape(n, k)
+                stand_in.packed += 1
+
+            def __call__(self, x):
+                stand_in.multiplied += 1
+                return (x.float() @ self.weight.t()).to(self.dtype)
+
+        core = types.ModuleType("gemlite.core")
+        core.GemLiteLinear = Layer
+        core.DType = types.SimpleNamespace(BF16=torch.bfloat16, FP16=torch.float16)
+        package = types.ModuleType("gemlite")
+        package.core = core
+        for module in (package, core):
+            module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
+        self.modules = {"gemlite": package, "gemlite.core": core}
+
+    def install(self, monkeypatch) -> "GemLiteStandIn":
+        for name, module in self.modules.items():
+            monkeypatch.setitem(sys.modules, name, module)
+        return self

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernels.sampling import select_rows
+
 from ..model.models import load_tokenizer, model_dir
 from .block_manager import BlockManager
 from ..config import EngineConfig
@@ -243,7 +245,9 @@ class LLMEngine:
         launched = _Launched(scheduled, drafts, ahead=ahead)
         if plain:
             seqs = [seq for seq, _ in plain]
-            launched.sampled = launch_sample(seqs, logits[[row.start for _, row in plain]], self.grammars)
+            # rows taken without a host wait: indexing with a Python list would copy the index from
+            # pageable memory, which waits for the whole forward before sampling is even queued
+            launched.sampled = launch_sample(seqs, select_rows(logits, [row.start for _, row in plain]), self.grammars)
             if len(plain) == len(scheduled) and all(seq.guard is None for seq in seqs):
                 launched.continues = self.runner.carry(launched.sampled.ids)
         for (seq, _), row in zip(scheduled, rows):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.sampling import (RowParams, apply_penalties, apply_token_bitmask, padded_ids, probabilities, sample,
-                              top_logprobs)
+from kernels.sampling import (RowParams, apply_penalties, apply_token_bitmask, host_to_device, padded_ids,
+                              probabilities, sample, select_rows, top_logprobs)
 from kernels.speculative import verify_greedy, verify_sampled
 
 from ..model.device import HostCopy
@@ -36,7 +36,7 @@ def _penalize(seqs: list[Sequence], logits: torch.Tensor) -> torch.Tensor:
     params = [s.params for s in seqs]
     return apply_penalties(logits, padded_ids([s.token_ids for s in seqs], vocab, device),
                            padded_ids([s.output_ids for s in seqs], vocab, device),
-                           *(torch.tensor(values, dtype=logits.dtype, device=device) for values in
+                           *(host_to_device(values, logits.dtype, device) for values in
                              ([p.presence_penalty for p in params], [p.frequency_penalty for p in params],
                               [p.repetition_penalty for p in params])))
 
@@ -46,17 +46,19 @@ def _process(seqs: list[Sequence], logits: torch.Tensor, grammars) -> torch.Tens
     device = logits.device
     penalized = [i for i, seq in enumerate(seqs) if seq.params.has_penalties]
     if penalized:
-        logits[penalized] = _penalize([seqs[i] for i in penalized], logits[penalized])
+        logits.index_copy_(0, host_to_device(penalized, torch.long, device),
+                           _penalize([seqs[i] for i in penalized], select_rows(logits, penalized)))
     bias = [(i, token, value) for i, seq in enumerate(seqs)
             for token, value in seq.params.logit_bias.items() if token < logits.shape[1]]
     if bias:
         rows, tokens, values = zip(*bias)
-        logits.index_put_((torch.tensor(rows, device=device), torch.tensor(tokens, device=device)),
-                          torch.tensor(values, dtype=logits.dtype, device=device), accumulate=True)
+        logits.index_put_((host_to_device(rows, torch.long, device), host_to_device(tokens, torch.long, device)),
+                          host_to_device(values, logits.dtype, device), accumulate=True)
     constrained = [i for i, seq in enumerate(seqs) if seq.matcher is not None]
     if constrained:  # llguidance fills the mask on the host; only the bits travel
         bitmask = grammars.fill_bitmask([seqs[i].matcher for i in constrained]).to(device, non_blocking=True)
-        logits[constrained] = apply_token_bitmask(logits[constrained], bitmask)
+        logits.index_copy_(0, host_to_device(constrained, torch.long, device),
+                           apply_token_bitmask(select_rows(logits, constrained), bitmask))
     return logits
 
 
@@ -101,7 +103,7 @@ class Sampled:
 
 
 def _top_logprobs(logits: torch.Tensor, chosen, k: int):
-    chosen = chosen if isinstance(chosen, torch.Tensor) else torch.tensor(chosen, device=logits.device)
+    chosen = chosen if isinstance(chosen, torch.Tensor) else host_to_device(chosen, torch.long, logits.device)
     return top_logprobs(logits, chosen, k)
 
 
@@ -114,7 +116,7 @@ def launch_sample(seqs: list[Sequence], logits: torch.Tensor, grammars=None) -> 
     top = ()
     if wanted:
         k = max(seqs[i].params.logprobs for i in wanted)
-        top = _top_logprobs(logits[wanted], ids[wanted], k)
+        top = _top_logprobs(select_rows(logits, wanted), select_rows(ids, wanted), k)
     return Sampled(seqs, ids, logits, wanted, HostCopy(ids, *top))
 
 

@@ -17,6 +17,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from .model_runner import ATTN_IMPLEMENTATION
+from ..quant.int4_kernels import RowTable
 from ..quant.quantize import Int4Linear, Kernel, layer_int4_kernel
 
 INIT_STD = 0.02  # the std of the dense weights (embeddings, LM head) a random model gets
@@ -35,13 +36,13 @@ def meta_skeleton(config: PretrainedConfig, dtype: torch.dtype,
 
 
 def _random_int4(linear: nn.Linear, group_size: int, kernel: Kernel | None, device: torch.device,
-                 generator: torch.Generator) -> Int4Linear:
+                 generator: torch.Generator, table: RowTable | None) -> Int4Linear:
     kernel = layer_int4_kernel(linear, group_size, kernel, device)
     shape, groups = (linear.out_features, linear.in_features), (linear.out_features, linear.in_features // group_size)
     code_dtype = torch.int32 if kernel == Kernel.ATEN else torch.uint8  # aten's packer takes int32 only
     codes = torch.randint(0, 16, shape, dtype=code_dtype, device=device, generator=generator)
     scales = RANDOM_SCALE * (0.5 + torch.rand(groups, device=device, generator=generator))
-    return Int4Linear.from_codes(linear, codes, scales, -8 * scales, group_size, kernel)
+    return Int4Linear.from_codes(linear, codes, scales, -8 * scales, group_size, kernel, table=table)
 
 
 def _materialize_rest(module: nn.Module, device: torch.device, dtype: torch.dtype, generator: torch.Generator) -> None:
@@ -75,9 +76,10 @@ def _rebuild_rotary(model: nn.Module, device: torch.device) -> None:
 
 
 def random_int4_model(config: PretrainedConfig, device: torch.device, dtype: torch.dtype, group_size: int,
-                      seed: int, kernel: Kernel | None = None) -> PreTrainedModel:
+                      seed: int, kernel: Kernel | None = None, table: RowTable | None = None) -> PreTrainedModel:
     """`config`'s architecture with random int4 codes in every decoder nn.Linear (group_size per
-    scale), the rest in `dtype`; built layer by layer on `device`, never whole in dense."""
+    scale), the rest in `dtype`; built layer by layer on `device`, never whole in dense. `table`:
+    the CUDA layers' int4 row table (Int4Linear's; a one-kernel table keeps one packing)."""
     device = torch.device(device)
     generator = torch.Generator(device=device).manual_seed(seed)
     model = meta_skeleton(config, dtype)
@@ -85,7 +87,7 @@ def random_int4_model(config: PretrainedConfig, device: torch.device, dtype: tor
         for parent in list(layer.modules()):
             for name, child in list(parent.named_children()):
                 if isinstance(child, nn.Linear):
-                    setattr(parent, name, _random_int4(child, group_size, kernel, device, generator))
+                    setattr(parent, name, _random_int4(child, group_size, kernel, device, generator, table))
         _materialize_rest(layer, device, dtype, generator)
     _materialize_rest(model, device, dtype, generator)  # embeddings, final norm, LM head
     if config.tie_word_embeddings:

@@ -50,10 +50,12 @@ from torch import nn
 from backends.engine.quant.gguf_blocks import load_q4_1
 from backends.engine.quant.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
                                            default_kernel, int4_kernel, int8_kernel)
-from kernels import tinygemm_int4
+from backends.engine.quant.int4_kernels import Int4RowKernels, RowTable, layer_table
+from kernels.int4_dequant import pack_int4_along_k
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
                                       int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,
-                                      quantize_int4, quantize_int8, scales_and_mins, split_q4_1)
+                                      quantize_int4, quantize_int8, scales_and_mins, scales_and_zeros_of,
+                                      split_q4_1)
 
 log = logging.getLogger("tiergate.quantize")
 METHODS = ("int8", "int4")
@@ -99,21 +101,26 @@ class Int8Linear(nn.Module):
 
 class Int4Linear(nn.Module):
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
-                 bias: torch.Tensor | None, kernel: Kernel | None = None):
+                 bias: torch.Tensor | None, kernel: Kernel | None = None, table: RowTable | None = None):
         """codes int [n, k] in 0..15 with w = q * scale + min, scales and mins fp32 [n, k / group],
         packed here in the layout `kernel` reads (None: int4_kernel's pick for bf16 activations). Our tiles keep scale and min
         in fp16, a Q4_1 block's own d and m, so scales_and_zeros is then None; aten's, tinygemm's and
-        Triton's kernels take bf16 (scale, zero) pairs [k / group, n, 2] with zero = min + 8 * scale."""
+        Triton's kernels take bf16 (scale, zero) pairs [k / group, n, 2] with zero = min + 8 * scale.
+        A tinygemm layer (CUDA, bf16) runs the kernel its row table (`table`, default
+        int4_kernels.active_table()) picks for each call's row count, in `rows`."""
         super().__init__()
         kernel = kernel or int4_kernel(codes.device, codes.shape[1], codes.shape[0], group_size)
         (self.out_features, self.in_features), self.group_size, self.kernel = codes.shape, group_size, kernel
-        if kernel == Kernel.CPP:
+        self.rows = None
+        if kernel == Kernel.TINYGEMM:  # rows holds the codes, in the forms its kernels read
+            self.rows = Int4RowKernels(codes, scales, mins, group_size,
+                                       layer_table(*codes.shape, group_size, table=table, device=codes.device))
+            packed = scales_and_zeros = None
+        elif kernel == Kernel.CPP:
             packed, scales_and_zeros = pack_int4_tiles(codes, scales, mins, group_size), None
         else:
-            packed = _triton().pack_int4_along_k(codes) if kernel == Kernel.TRITON else \
-                tinygemm_int4.pack(codes) if kernel == Kernel.TINYGEMM else pack_int4(codes)
-            scales_and_zeros = torch.stack([scales, mins + 8 * scales], dim=-1).transpose(0, 1).contiguous()
-            scales_and_zeros = scales_and_zeros.to(ACT_DTYPE)
+            packed = pack_int4_along_k(codes) if kernel == Kernel.TRITON else pack_int4(codes)
+            scales_and_zeros = scales_and_zeros_of(scales, mins)
         self.register_buffer("packed", packed)
         self.register_buffer("scales_and_zeros", scales_and_zeros)
         self.register_buffer("bias", bias)
@@ -137,10 +144,11 @@ class Int4Linear(nn.Module):
 
     @classmethod
     def from_codes(cls, linear: nn.Linear, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor,
-                   group_size: int, kernel: Kernel | None = None, bias: torch.Tensor | None = None) -> "Int4Linear":
+                   group_size: int, kernel: Kernel | None = None, bias: torch.Tensor | None = None,
+                   table: RowTable | None = None) -> "Int4Linear":
         """Given codes [n, k], scales and mins [n, k / group] (on the target device) in place of
         `linear`, a meta or real nn.Linear of which only the shape, dtype and bias are read. `bias`
-        (a checkpoint's own) replaces the linear's; `kernel` as layer_int4_kernel's `asked`."""
+        (a checkpoint's own) replaces the linear's; `kernel` as layer_int4_kernel's `asked`; `table` as __init__'s."""
         if codes.shape != (linear.out_features, linear.in_features):
             raise ValueError(f"codes of shape {tuple(codes.shape)} do not fit a "
                              f"[{linear.out_features}, {linear.in_features}] layer")
@@ -149,14 +157,14 @@ class Int4Linear(nn.Module):
         elif linear.bias is not None:  # a meta bias has no values: zeros, as a random model's biases
             bias = torch.zeros(linear.out_features, device=codes.device) if linear.bias.is_meta \
                 else linear.bias.detach().float().to(codes.device)
-        return cls(codes, scales, mins, group_size, bias, layer_int4_kernel(linear, group_size, kernel, codes.device))
+        return cls(codes, scales, mins, group_size, bias, layer_int4_kernel(linear, group_size, kernel, codes.device),
+                   table)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel == Kernel.TRITON:
             return _triton().triton_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size, self.bias)
-        if self.kernel == Kernel.TINYGEMM:
-            out = tinygemm_int4.tinygemm_int4_linear(x, self.packed, self.scales_and_zeros, self.group_size,
-                                                     self.out_features)
+        if self.rows is not None:
+            out = self.rows(x)
             return out if self.bias is None else out.add_(self.bias)  # in place: keeps the activations' dtype
         if self.fused is not None and torch.compiler.is_compiling():
             # every sibling asks for the same whole-group product: the graph's common-subexpression

@@ -7,12 +7,14 @@ import json
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from backends.engine.structured.grammar import closed_objects
 from backends.engine.structured.json_shape import JsonShape
 from backends.engine.structured.output_shape import OutputReader, OutputShape
+
+hypothesis = pytest.importorskip("hypothesis", reason="hypothesis is a test dependency (docs/gpu.md lists the wheels)")
+st = pytest.importorskip("hypothesis.strategies")
+given, settings = hypothesis.given, hypothesis.settings
 
 PERSON = closed_objects({
     "type": "object", "required": ["name", "age", "tags", "home"],
