@@ -11,7 +11,7 @@ from torch import nn
 from backends.engine.quant.quantize import Int4Linear, Int8Linear, Kernel, int4_kernel, int8_kernel, quantize_linears
 from kernels import tinygemm_int4
 from kernels.quantized_linear import dequantize_int4, quantize_int4
-from tests.support.cuda_stand_ins import Int4PackMatmul
+from tests.support.cuda_stand_ins import Int4PackMatmul, install_tinygemm
 
 CUDA = torch.device("cuda")
 LLAMA_3B = dict(in_features=3072, out_features=8192, group_size=32)
@@ -19,9 +19,7 @@ LLAMA_3B = dict(in_features=3072, out_features=8192, group_size=32)
 
 @pytest.fixture
 def stand_in(monkeypatch) -> Int4PackMatmul:
-    ops = Int4PackMatmul()
-    monkeypatch.setattr(tinygemm_int4, "OPS", ops.ops())
-    return ops
+    return install_tinygemm(monkeypatch)
 
 
 @pytest.fixture

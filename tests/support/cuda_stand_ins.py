@@ -85,6 +85,15 @@ class Int4PackMatmul:
         return Ops(self.convert, self.mm)
 
 
+def install_tinygemm(monkeypatch) -> Int4PackMatmul:
+    """tinygemm's CUDA pair replaced by the stand-in for this test (kernels/tinygemm_int4.OPS)."""
+    from kernels import tinygemm_int4
+
+    ops = Int4PackMatmul()
+    monkeypatch.setattr(tinygemm_int4, "OPS", ops.ops())
+    return ops
+
+
 class OutOfMemoryAt:
     """The runner's forward, raising torch.OutOfMemoryError on the calls numbered in `calls`."""
 

@@ -16,9 +16,8 @@ from torch import nn
 from backends.engine.quant import int4_kernels
 from backends.engine.quant.int4_kernels import DEFAULT_TABLE, Int4RowKernels, RowKernel, RowTable, layer_table
 from backends.engine.quant.quantize import Int4Linear, Kernel
-from kernels import tinygemm_int4
 from kernels.quantized_linear import dequantize_int4, quantize_int4, scales_and_mins
-from tests.support.cuda_stand_ins import GemLiteStandIn, Int4PackMatmul
+from tests.support.cuda_stand_ins import GemLiteStandIn, Int4PackMatmul, install_tinygemm
 
 ROWS = (1, 4, 16, 64, 256, 4096)
 LLAMA_3B_UP = (8192, 3072)  # (out_features, in_features) of Llama-3.2-3B's up projection
@@ -26,9 +25,7 @@ LLAMA_3B_UP = (8192, 3072)  # (out_features, in_features) of Llama-3.2-3B's up p
 
 @pytest.fixture
 def tinygemm(monkeypatch) -> Int4PackMatmul:
-    ops = Int4PackMatmul()
-    monkeypatch.setattr(tinygemm_int4, "OPS", ops.ops())
-    return ops
+    return install_tinygemm(monkeypatch)
 
 
 @pytest.fixture
