@@ -1,9 +1,11 @@
 """relay(): one request's answer from the workers, in process against a scripted transport:
-the usage it carries or the count that replaces it, the attempts, a re-ask's bill."""
+the usage it carries or the count that replaces it, the attempts, a re-ask's bill, a worker's 4xx
+passed on as its verdict."""
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from gateway.handlers import build_request
 from gateway.relay import Delivery, relay
@@ -80,3 +82,20 @@ async def test_a_misshapen_structured_answer_is_asked_again_above_and_the_first_
     assert dropped.tier.name == "small" and dropped.usage.completion_tokens == 2
     assert outcome.usage.completion_tokens == 3
     assert transport.responses[0].released  # the dropped answer's connection went back
+
+
+async def test_a_workers_4xx_is_passed_on_and_never_counts(redis_prefix):
+    rejected = {"error": {"message": "model rejected upstream", "type": "invalid_request_error", "param": "model",
+                          "code": "model_not_found"}}
+    transport = ScriptedTransport(lambda sent: Reply(404, rejected))
+    doc = base_config([tier("t", 1, [SMALL, LARGE], model="reject-me")], redis_prefix,
+                      breaker={"failure_threshold": 1, "open_s": 30})
+    services = services_for(doc, transport)
+    for _ in range(6):
+        _, outcome = await _relay(services, model="t")
+        assert outcome.attempts == 1 and outcome.error is None  # a verdict is not retried
+        assert outcome.answer.status == 404 and json.loads(outcome.answer.body)["error"] == rejected["error"]
+        outcome.opened.backend.on_done()
+    assert len(transport.sent) == 6
+    now = time.monotonic()
+    assert all(b.breaker_state(now) == "closed" and b.failures == 0 for b in services.upstreams.pools.backends.values())
