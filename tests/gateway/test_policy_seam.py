@@ -1,55 +1,14 @@
-"""The policy seam: the gateway calls authenticate/decide/admit/settle at the agreed points.
-
-RecordingPolicy is a small real implementation of the PolicyService protocol written for
-this test (policies/ provides the production one): keys, a max_tokens cap, a request cap,
-and a ledger of settle calls, so the gateway's side of the contract can be checked.
-"""
+"""The policy seam over HTTP: the gateway calls authenticate/decide/admit/settle at the agreed
+points (tests/gateway/recording_policy.py is the policy). What admission reserves against what the
+worker is asked for is checked in process: test_handlers.py."""
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
 
 import openai
 import pytest
 
-from gateway.policy_seam import OpenPolicy
-from policies.decision_types import Step, StepKind
-from wire.errors import OpenAIError
 from tests.gateway.gw_helpers import base_config, tier
+from tests.gateway.recording_policy import RecordingPolicy
 from tests.support import wait_for
-
-
-@dataclass(frozen=True)
-class Team:
-    name: str
-
-
-class RecordingPolicy:
-    def __init__(self, max_requests: int = 100, cap: int = 2):
-        self.settled: list[tuple] = []
-        self.reserved: list[int] = []  # the max_tokens each admission reserved
-        self.admitted = 0
-        self.max_requests = max_requests
-        self.cap = cap
-
-    def authenticate(self, authorization):
-        if authorization != "Bearer key-a":
-            raise OpenAIError(401, "invalid API key", code="invalid_api_key")
-        return Team("team-a")
-
-    def decide(self, tenant, request, tiers):
-        base = OpenPolicy().decide(tenant, request, tiers)
-        cap = Step(StepKind.LIMITS, {"max_tokens_cap": self.cap, "priority": "batch"})
-        return replace(base, steps=base.steps + (cap,), max_tokens_cap=self.cap, priority="batch")
-
-    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, **kwargs):
-        if self.admitted >= self.max_requests:
-            raise OpenAIError(429, "rate limit reached", code="rate_limit_exceeded", headers={"Retry-After": "7"})
-        self.admitted += 1
-        self.reserved.append(max_tokens)
-        return ("admission", request_id, max_tokens)
-
-    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens, usage_source="worker"):
-        self.settled.append((admission[1], tier_name, prompt_tokens, completion_tokens))
 
 
 @pytest.fixture
@@ -110,22 +69,3 @@ async def test_admission_refusal_is_429_with_retry_after_and_no_settle(setup, ht
     assert decision["steps"][-1] == {"step": "limits", "max_tokens_cap": 2, "priority": "batch"}
     assert decision["tenant"] == "team-a" and decision["routed_by"] == "classifier"
     assert decision["priority"] == "batch"
-
-
-async def test_what_admission_reserves_is_what_the_worker_is_asked_for(fakes, gateway, redis_prefix):
-    """One max_tokens rule: the client's value (max_completion_tokens first) or the default,
-    capped by the policy and by the tier, both for the reservation and in the worker's body."""
-    (fake, url), = await fakes(1, chunks=3)
-    small = {**tier("small", 1, [url]), "max_tokens_cap": 30}
-    policy = RecordingPolicy(cap=40)
-    gw = await gateway(base_config([small], redis_prefix, limits={"default_max_tokens": 64}),
-                       policy_factory=lambda config, redis: policy)
-    sent = [{}, {"max_completion_tokens": 10, "max_tokens": 20}, {"max_tokens": 35}]
-    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="key-a", max_retries=0) as client:
-        for extra in sent:
-            await client.chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
-                                                 **extra)
-    bodies = [seen["body"] for seen in fake.seen]
-    assert policy.reserved == [30, 10, 30]
-    assert [b.get("max_completion_tokens", b.get("max_tokens")) for b in bodies] == [30, 10, 30]
-    assert bodies[1]["max_tokens"] == 10  # never more than the rule allows, whichever field the worker reads

@@ -16,15 +16,15 @@ from gateway.services import Services, assemble
 from tests.support import SHARED_REDIS
 
 
-def services_for(doc: dict, transport, classifier=None) -> Services:
+def services_for(doc: dict, transport, classifier=None, policy=None) -> Services:
     """Services for `doc`; with `tenants:` the policy keeps its ledger in the shared Redis (the
-    doc's key prefix keeps tests apart). The quality monitor is built, never started: it draws
-    no samples."""
+    doc's key prefix keeps tests apart), unless a test passes a `policy` of its own. The quality
+    monitor is built, never started: it draws no samples."""
     config = parse_config(doc)
     slot = ClassifierSlot(classifier or PromptLengthClassifier())
     redis = aioredis.from_url(SHARED_REDIS) if config.policies.tenants else None
     quality = QualityMonitor(lambda: config, slot, None)
-    return assemble(config, slot, quality, transport, build_policy_service(config, redis), redis)
+    return assemble(config, slot, quality, transport, policy or build_policy_service(config, redis), redis)
 
 
 def chat_call(services: Services, key: str | None = None, **body) -> Call:
