@@ -55,3 +55,17 @@ def gemlite_int4_linear(x: torch.Tensor, layer) -> torch.Tensor:
     """x [..., k] -> [..., n] in x's dtype, no bias."""
     flat = x.reshape(-1, x.shape[-1]).to(DTYPE).contiguous()
     return layer(flat).to(x.dtype).reshape(*x.shape[:-1], -1)
+
+
+def agrees(layer, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int) -> bool:
+    """Whether GemLite's packed layer computes our weights: a few one-hot rows read columns of
+    w = q * scale + min back, so a package whose conventions differ from what this module was
+    written against is caught at load, not in a client's answer."""
+    n, k = codes.shape
+    columns = torch.linspace(0, k - 1, steps=min(4, k), device=codes.device).long()
+    x = torch.zeros(len(columns), k, dtype=DTYPE, device=codes.device)
+    x[torch.arange(len(columns), device=codes.device), columns] = 1
+    groups = columns // group_size
+    want = (codes[:, columns].float() * scales[:, groups] + mins[:, groups]).t()  # [columns, n]
+    got = gemlite_int4_linear(x, layer).float()
+    return bool(torch.allclose(got, want, rtol=1e-2, atol=1e-2 * float(want.abs().max()) + 1e-6))

@@ -177,6 +177,18 @@ def layer_table(out_features: int, in_features: int, group_size: int, dtype: tor
     return _one_packing(table, out_features, in_features, torch.device(device))
 
 
+def _gemlite_layer(codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int):
+    """(GemLite's layer, None), or (None, why) where it fails to pack or to compute our weights:
+    an optional package of another version must cost its speed, never an answer."""
+    try:
+        layer = gemlite_int4.pack(codes, scales, mins, group_size)
+        if gemlite_int4.agrees(layer, codes, scales, mins, group_size):
+            return layer, None
+        return None, "its answers differ from the dequantized weights on a probe"
+    except Exception as error:  # an API this module does not know: serve on the fallback
+        return None, f"GemLite failed to pack a layer: {error!r}"[:300]
+
+
 def _triton_linear():
     """Imported on first use: only a table that names triton loads it."""
     from kernels.triton_quantized_matmul import triton_int4_linear
@@ -194,13 +206,19 @@ class Int4RowKernels(nn.Module):
     def __init__(self, codes: torch.Tensor, scales: torch.Tensor, mins: torch.Tensor, group_size: int,
                  table: RowTable):
         super().__init__()
+        # a list: GemLite's module stays out of this one's children (it is not ours to move or save)
+        self.gemlite = []
+        if RowKernel.GEMLITE in table.kernels():
+            layer, why = _gemlite_layer(codes, scales, mins, group_size)
+            if layer is None:
+                table = _drop(table, RowKernel.GEMLITE, why)
+            else:
+                self.gemlite.append(layer)
         self.table, self.group_size, self.out_features = table, group_size, codes.shape[0]
         packings = table.packings()
         self.register_buffer("scales_and_zeros", scales_and_zeros_of(scales, mins))
         self.register_buffer("tinygemm", tinygemm_int4.pack(codes) if "tinygemm" in packings else None)
         self.register_buffer("along_k", pack_int4_along_k(codes) if "along_k" in packings else None)
-        # a list: GemLite's module stays out of this one's children (it is not ours to move or save)
-        self.gemlite = [gemlite_int4.pack(codes, scales, mins, group_size)] if "gemlite" in packings else []
 
     def dequantized(self) -> torch.Tensor:
         """The fp32 weights [n, k] every kernel multiplies by (from the along-k packing, where held)."""

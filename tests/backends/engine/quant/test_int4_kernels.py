@@ -16,6 +16,7 @@ from torch import nn
 from backends.engine.quant import int4_kernels
 from backends.engine.quant.int4_kernels import DEFAULT_TABLE, Int4RowKernels, RowKernel, RowTable, layer_table
 from backends.engine.quant.quantize import Int4Linear, Kernel
+from kernels import gemlite_int4
 from kernels.quantized_linear import dequantize_int4, quantize_int4, scales_and_mins
 from tests.support.cuda_stand_ins import GemLiteStandIn, Int4PackMatmul, install_tinygemm
 
@@ -104,7 +105,19 @@ def test_every_candidate_computes_the_reference_product(tinygemm, gemlite, rows)
         assert got.dtype == torch.bfloat16 and got.shape == (rows, 96), kernel
         torch.testing.assert_close(got.float(), expected, atol=2e-2 * expected.abs().max().item(), rtol=0,
                                    msg=lambda m, kernel=kernel: f"{kernel}: {m}")
-    assert (tinygemm.multiplied, gemlite.multiplied) == (1, 1)
+    assert (tinygemm.multiplied, gemlite.multiplied) == (1, 2)  # GemLite: its probe at load, then the product
+
+
+def test_a_gemlite_that_computes_other_weights_is_dropped_at_load(tinygemm, gemlite, monkeypatch, caplog):
+    """A package whose zero-point convention differs from ours fails the load-time probe: the layer
+    serves its rows on the fallback instead of giving wrong answers."""
+    monkeypatch.setattr(gemlite_int4, "gemlite_zero_points", lambda scales, mins: mins / scales)
+    codes, scales_and_zeros, x, expected = _layer_inputs(8)
+    with caplog.at_level(logging.INFO, logger="tiergate.int4_kernels"):
+        layer = Int4RowKernels(codes, *scales_and_mins(scales_and_zeros), 32, DEFAULT_TABLE)
+    assert layer.gemlite == [] and layer.table.choose(8) == RowKernel.TINYGEMM
+    assert any("answers differ" in r.getMessage() for r in caplog.records)
+    torch.testing.assert_close(layer(x).float(), expected, atol=2e-2 * expected.abs().max().item(), rtol=0)
 
 
 def test_a_layer_keeps_only_the_packings_its_table_reads(tinygemm, no_gemlite):
