@@ -30,6 +30,7 @@ def _config(url: str, prefix: str, usage_dir) -> dict:
     doc = base_config([small], prefix, tenants=tenants,
                       policy={"usage_log": {"dir": str(usage_dir)}, "on_redis_error": "closed"})
     doc["redis"]["socket_timeout_s"] = 5  # a burst on a loaded machine is slow, not an outage
+    doc["timeouts"] = {"connect_s": 10.0, "read_s": 30.0}  # 400 connections opened at once, the same
     return doc
 
 
@@ -69,7 +70,7 @@ async def test_hard_budget_and_tokens_per_minute_hold_under_200_concurrent_reque
     for results, code, names in ((capped, "budget_exceeded", "daily hard budget of tenant 'capped'"),
                                  (metered, "rate_limit_exceeded", "tenant_tokens_per_minute")):
         statuses = [status for status, _ in results]
-        assert statuses.count(200) >= 1 and set(statuses) <= {200, 429}, results[:2]
+        assert statuses.count(200) >= 1 and set(statuses) <= {200, 429}, [r for r in results if r[0] != 200][:3]
         refused = [body["error"] for status, body in results if status == 429]
         assert refused and all(e["code"] == code and names in e["message"] for e in refused), refused[:3]
 
