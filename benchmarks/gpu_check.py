@@ -5,7 +5,9 @@ Steps, in order, each in a process of its own with a time box (benchmarks/gpu_ch
 benchmarks/gpu_check_profile.py): the CUDA tests compiled for the GPU (pytest); random Llama-3.2-1B
 in bf16: single-stream decode (after warm-up) against the bandwidth limit and throughput at 64 and
 256 requests in flight; its prefill rate on 64 x 500-token prompts; a decode-step profile (wall
-against GPU kernel time, top kernels and host functions, written as files); each int4 kernel
+against GPU kernel time, top kernels and host functions, written as files); speculative decoding
+with a draft that always agrees at batch 1 and 16 (the verification's cost per token, greedy
+equality with and without drafts); each int4 kernel
 against bf16 per row count (the table the int4 chooser can load, written as a file);
 Llama-3.2-3B int4 against bf16; a random int4 Llama-3.1-70B built layer by layer and one short
 generation; a worker over HTTP at 1 and 64 streams; transformers' continuous batching on the same
@@ -32,7 +34,7 @@ BUDGET_S = 470  # the whole run's limit, under the issue's 8 minutes
 RESERVE_S = 5  # kept for the JSON after the last step
 # seconds each step may take at most (and less when the budget runs short)
 # (in the order they run: the comparison with transformers last, the first to give way when time runs short)
-TIME_BOX_S = {"tests": 150, "engine": 110, "prefill": 60, "profile": 60, "int4_table": 90, "int4_3b": 100,
+TIME_BOX_S = {"tests": 150, "engine": 110, "prefill": 60, "profile": 60, "spec": 45, "int4_table": 90, "int4_3b": 100,
               "70b": 150, "http": 120, "hf": 90}
 OUT = ROOT / "gpu-check-out"  # the JSON and the steps' files (profiles, the int4 table)
 # the gpu-marked tests live in these folders: collecting all of tests/ would import what such a
@@ -133,6 +135,8 @@ def goals(steps: dict) -> dict:
                                                       _get(bf16, "single_stream", "decode_tokens_per_s"))),
         "int4_vs_bf16_3b_at_64": (1.0, _ratio(_get(int4, "at_64", "tokens_per_s"), _get(bf16, "at_64", "tokens_per_s"))),
         "serves_70b_int4": (True, _get(steps, "70b", "serves")),
+        "speculative_greedy_identical": (True, _get(steps, "spec", "greedy_identical")),
+        "speculative_always_agree_acceptance_rate": (1.0, _get(steps, "spec", "acceptance_rate")),
     }
     ceilings = {f"step_wall_over_gpu_kernel_time_batch_{b}": (1.15, _get(steps, "profile", f"batch_{b}",
                                                                          "wall_over_kernel_time")) for b in (1, 64)}

@@ -36,6 +36,7 @@ from benchmarks.engine_peers import run_hf_continuous, run_hf_static
 from benchmarks.streaming_load import run_closed_loop
 from launcher.processes import free_port, stop_processes, wait_healthy
 from measure.int4_table import cuda_timer, int4_kernel_table, projection_shapes
+from measure.speculation import always_agree
 
 ROOT = Path(__file__).parents[1]
 CUDA = torch.device("cuda")
@@ -48,6 +49,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 # the in-process engine and the HTTP worker run with the same limits, so their ratio is like for like
 ENGINE_FLAGS = {"max_num_seqs": 256, "max_num_batched_tokens": 4096}
 WARM_TOKENS = 32  # decode tokens a single stream runs before it is timed (engine_decode.single_stream)
+SPEC_BATCHES, SPEC_DRAFT_TOKENS, SPEC_PROMPT_TOKENS = (1, 16), 4, 128  # step_spec, with OUTPUT_TOKENS each
 SHAPES = {"1b": "llama-3.2-1b", "3b": "llama-3.2-3b", "70b": "llama-3.1-70b"}  # engine_models.ARCHITECTURES
 
 
@@ -228,5 +230,22 @@ def step_int4_table(seed: int, out_dir: Path) -> dict:
     return {**out, "file": str(table_file)}
 
 
-STEPS = {"engine": step_engine, "int4_table": step_int4_table, "int4_3b": step_int4_3b, "70b": step_70b,
+def step_spec(seed: int, out_dir: Path) -> dict:
+    """Random Llama-3.2-1B in bf16, greedy, with a draft that always agrees (measure/speculation.py):
+    at batch 1 and 16, decode with 4 drafts per sequence against plain decode (each after a warm-up
+    run): time per token and per step, the acceptance rate, and whether every token is the same."""
+    model = random_model(SHAPES["1b"], CUDA, BF16, seed)
+
+    def build(**changes) -> LLMEngine:  # one model under both engines, each with its own KV pool
+        return LLMEngine(EngineConfig(model=SHAPES["1b"], device=CUDA.type, dtype="bfloat16", kv_cache_bytes=2 << 30,
+                                      max_num_seqs=max(SPEC_BATCHES), **changes), model=model)
+
+    prompts = [prompt[:SPEC_PROMPT_TOKENS] for prompt in workload(max(SPEC_BATCHES), seed + 17)]
+    out = always_agree(build, prompts, SPEC_BATCHES, SPEC_DRAFT_TOKENS, OUTPUT_TOKENS, torch.cuda.synchronize)
+    for batch in SPEC_BATCHES:
+        log(f"spec batch {batch}: {out[f'batch_{batch}']}")
+    return out
+
+
+STEPS = {"engine": step_engine, "spec": step_spec, "int4_table": step_int4_table, "int4_3b": step_int4_3b, "70b": step_70b,
          "http": step_http, "hf": step_hf}  # and benchmarks/gpu_check_profile.py's

@@ -21,13 +21,14 @@ def test_without_cuda_every_step_is_skipped_and_the_goals_are_listed(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     steps = result["steps"]
-    assert list(steps) == ["tests", "engine", "prefill", "profile", "int4_table", "int4_3b", "70b", "http", "hf"]
+    assert list(steps) == ["tests", "engine", "prefill", "profile", "spec", "int4_table", "int4_3b", "70b", "http", "hf"]
     assert all("no CUDA" in step["skipped"] for step in steps.values())
     assert len(done.stderr.strip().splitlines()) >= len(steps)  # a progress line per step
     goals = result["goals"]
     assert goals["single_stream_fraction_of_bandwidth_limit"]["target"] == 0.65
     assert goals["tokens_per_s_at_256_in_flight"]["target"] == 25_000
     assert goals["serves_70b_int4"]["target"] is True
+    assert goals["speculative_greedy_identical"]["target"] is True
     assert goals["prefill_prompt_tokens_per_s_64x500"]["target"] == 150_000
     assert goals["step_wall_over_gpu_kernel_time_batch_64"] == {"target": 1.15, "at_most": True, "value": None,
                                                                 "met": None}
