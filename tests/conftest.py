@@ -146,3 +146,11 @@ def shared_worker():
     A test that stops, slows or reconfigures a worker starts its own."""
     with running_worker("smollm2-135m") as worker:
         yield worker.base
+
+
+@pytest.fixture(scope="session")
+def shared_embed_worker():
+    """The URL of one MiniLM embeddings worker, started once for the whole session and shared by
+    the stacks that only send it requests (tests/gateway/dropin_stack.py)."""
+    with running_worker("minilm", "--task", "embed") as worker:
+        yield worker.base

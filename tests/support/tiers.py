@@ -23,10 +23,11 @@ TIERS = ("unit", "slow", "live", "chaos", "browser")
 BY_PATH = {  # a folder or module -> its tier
     "tests/chaos": "chaos",
     "tests/gateway/console/test_console_browser.py": "browser",
-    "tests/fuzz": "live",  # every fuzz module drives a gateway process (tests/fuzz/live_stack.py)
+    "tests/fuzz": "live",  # every fuzz module drives a gateway process (tests/fuzz/fuzz_stack.py)
 }
 # fixtures that start processes: a stack of workers and gateways, one worker, a redis-server, ...
-LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateways", "running", "shared_worker"}
+LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateways", "running", "shared_worker",
+                 "shared_embed_worker"}
 
 
 def tier_by_path(nodeid: str) -> str | None:
