@@ -35,7 +35,8 @@ def _tiers(urls: list[str], small_cap: int | None) -> list[dict]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, shared_worker):
     with e2e_stack(tmp_path_factory.mktemp("quality-e2e"), lambda urls: _tiers(urls, 1), n_workers=0,
-                   running_workers=(shared_worker,), quality=QUALITY) as s:
+                   running_workers=(shared_worker,), quality=QUALITY,
+                   redis={"socket_timeout_s": 5}) as s:  # /v1/quality reads Redis: slow replies on a loaded machine are no 503
         yield s
 
 
