@@ -40,16 +40,17 @@ import redis.asyncio as aioredis
 import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
-from tests.support.tiers import assign
+from tests.support.tiers import assign, first_things_first
 from tests.support.workers import running_worker
 
 
 def pytest_collection_modifyitems(config, items):
     """Every test gets its tier (unit, slow, live, chaos, browser: tests/support/tiers.py); gpu
-    tests are skipped without CUDA."""
+    tests are skipped without CUDA; the slowest start-ups come first."""
     import torch
 
     assign(items, cuda=torch.cuda.is_available())
+    first_things_first(items)
 
 
 @pytest.fixture
@@ -145,4 +146,12 @@ def shared_worker():
     and shared by the stacks that only send it requests (tests/gateway/e2e_stack.py `running_workers`).
     A test that stops, slows or reconfigures a worker starts its own."""
     with running_worker("smollm2-135m") as worker:
+        yield worker.base
+
+
+@pytest.fixture(scope="session")
+def shared_embed_worker():
+    """The URL of one MiniLM embeddings worker, started once for the whole session and shared by
+    the stacks that only send it requests (tests/gateway/dropin_stack.py)."""
+    with running_worker("minilm", "--task", "embed") as worker:
         yield worker.base

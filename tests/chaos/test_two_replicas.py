@@ -3,6 +3,8 @@ and quality adjustments are shared state, so a client sees one gateway whichever
 from __future__ import annotations
 
 import asyncio
+import uuid
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -10,8 +12,9 @@ import redis.asyncio as aioredis
 
 from gateway.quality.config import QualityConfig
 from gateway.quality.store import QualityStore
-from tests.chaos.replica_stack import ADMIN_KEY, ReplicaStack, tenant_key
+from policies.keys import hash_key
 from tests.support import SHARED_REDIS, wait_for
+from tests.support.stack import Stack
 
 LIMIT = 7
 TENANTS = {"limited": {"rate_limits": {"requests_per_minute": LIMIT}},
@@ -19,11 +22,35 @@ TENANTS = {"limited": {"rate_limits": {"requests_per_minute": LIMIT}},
            "affine": {"rate_limits": {"requests_per_minute": 100000}}}
 
 
+ADMIN_KEY = "sk-admin-" + uuid.uuid4().hex
+
+
+def tenant_key(name: str) -> str:
+    return f"sk-{name}-{uuid.uuid5(uuid.NAMESPACE_URL, ADMIN_KEY + name).hex}"
+
+
+def replica_config(upstreams: list[str], log_dir: Path) -> dict:
+    """Tier `small` spread over every upstream (so affinity has a choice), `large` on the first."""
+    price = {"input": 1.0, "output": 2.0}
+    tiers = [{"name": "small", "level": 1, "model": "m-small", "price_per_mtok": price,
+              "workers": [{"url": u} for u in upstreams]},
+             {"name": "large", "level": 2, "model": "m-large", "price_per_mtok": price,
+              "workers": [{"url": upstreams[0]}]}]
+    return {"tiers": tiers, "timeouts": {"connect_s": 1.0, "read_s": 5.0},
+            "affinity": {"chunk_chars": 64, "load_margin": 1000},  # affinity must win over load balance here
+            "quality": {"enabled": True, "sampling_rate": 0.0, "window": 4, "min_samples": 4, "refresh_s": 0.2},
+            "policy": {"admin_key_sha256": hash_key(ADMIN_KEY), "usage_log": {"dir": str(log_dir)}},
+            "tenants": {name: {"keys": [{"id": "k", "sha256": hash_key(tenant_key(name))}], **spec}
+                        for name, spec in TENANTS.items()}}
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    running = ReplicaStack(tmp_path_factory.mktemp("replicas"), TENANTS).start()
-    yield running
-    running.stop()
+    """Two gateway processes (`python -m gateway.serve`) on one config and one Redis prefix, in front
+    of two fake-upstream processes."""
+    with Stack(tmp_path_factory.mktemp("replicas"), "chaos") as running:
+        running.start_gateways(replica_config(running.start_upstreams(2), running.tmp / "usage"), count=2)
+        yield running
 
 
 def auth(tenant: str) -> dict:

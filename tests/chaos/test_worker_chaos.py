@@ -27,9 +27,10 @@ import pytest
 from measure.scale import chaos_scale
 from policies.keys import hash_key
 from policies.usage_log import read_records
-from tests.gateway.e2e_stack import Stack, tier
+from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import Pending, wait_until
 from tests.support.metrics import metric, scrape
+from tests.support.stack import label
 
 TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it
@@ -45,13 +46,11 @@ def key(tenant: str) -> str:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("worker-chaos")
-    s = Stack(tmp, lambda urls: [tier("small", 1, urls)], affinity={"enabled": False},
-              policy={"usage_log": {"dir": str(tmp / "usage"), "fsync": "always"},
-                      "admin_key_sha256": hash_key(ADMIN_KEY)},
-              tenants={t: {"keys": [{"id": "k", "sha256": hash_key(key(t))}]} for t in TENANTS})
-    s.usage_dir = tmp / "usage"
-    yield s
-    s.close()
+    with e2e_stack(tmp, lambda urls: [tier("small", 1, urls)], affinity={"enabled": False},
+                   policy={"usage_log": {"dir": str(tmp / "usage"), "fsync": "always"},
+                           "admin_key_sha256": hash_key(ADMIN_KEY)},
+                   tenants={t: {"keys": [{"id": "k", "sha256": hash_key(key(t))}]} for t in TENANTS}) as s:
+        yield s
 
 
 def _get(url: str | urllib.request.Request) -> str:
@@ -93,7 +92,7 @@ def _assert_settled(stack, tenant: str, expected_records: int) -> None:
               f"worker {url} back to idle (no sequence, no KV block held)")
 
     def ledger_matches_log():
-        records = [r for r in read_records([str(p) for p in stack.usage_dir.glob("*.jsonl")]) if r.tenant == tenant]
+        records = [r for r in read_records([str(p) for p in (stack.tmp / "usage").glob("*.jsonl")]) if r.tenant == tenant]
         request = urllib.request.Request(stack.url + "/v1/usage", headers={"Authorization": f"Bearer {key(tenant)}"})
         ledger = json.loads(_get(request))["month_spend_micro_usd"]
         logged = sum(r.cost_micro for r in records)
@@ -177,7 +176,7 @@ def test_worker_killed_under_mixed_load(stack):
         futures += [pool.submit(_streamed, client, i, started) for i in range(n_streams)]
         # the victim is the worker of the first stream to start: that stream is cut mid-way, while
         # the non-streamed requests it also holds (32 tokens each) are still generating
-        victim = [stack.label(i) for i in range(2)].index(started.get(timeout=DEADLINE_S))
+        victim = [label(url) for url in stack.worker_urls].index(started.get(timeout=DEADLINE_S))
         assert _outstanding(stack)[stack.worker_urls[victim]] >= 2  # killed under load
         stack.workers[victim].send_signal(signal.SIGKILL)
         outcomes = [f.result(timeout=DEADLINE_S) for f in futures]
@@ -189,6 +188,6 @@ def test_worker_killed_under_mixed_load(stack):
     assert kinds.count("cut") >= 1 and retries >= 1  # the kill hit a started stream and unstarted requests
     with _client(stack, "killer") as client:
         for i in range(3):  # afterwards, traffic keeps flowing to the survivor
-            assert _whole(client, 100 + i, max_tokens=4)[1] == stack.label(1 - victim)
+            assert _whole(client, 100 + i, max_tokens=4)[1] == label(stack.worker_urls[1 - victim])
     stack.workers[victim].wait(timeout=5)
     _assert_settled(stack, "killer", n_whole + n_streams - kinds.count("503") + 3)

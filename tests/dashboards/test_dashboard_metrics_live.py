@@ -12,7 +12,7 @@ import pytest
 
 from tests.dashboards.dash_helpers import dashboards, exposed_names
 from dashboards.promql import dashboard_exprs, metric_names
-from tests.gateway.e2e_stack import MODEL, Stack
+from tests.gateway.e2e_stack import MODEL, e2e_stack
 from tests.support import wait_until
 from tests.support.metrics import metric, samples, scrape
 
@@ -26,8 +26,7 @@ def _tiers(urls: list[str]) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, shared_worker):
-    stack = Stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=0, running_workers=(shared_worker,))
-    try:
+    with e2e_stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=0, running_workers=(shared_worker,)) as stack:
         worker = stack.worker_urls[0]  # the session's: counted from here, once what others sent has ended
         wait_until(lambda: metric(scrape(worker), "tiergate_worker_num_requests_running") == 0,
                    what="the shared worker idle")
@@ -42,8 +41,6 @@ def live(tmp_path_factory, shared_worker):
         assert chunks[-1].finish_reason in ("stop", "length"), chunks
         client.completions.create(model="small", prompt="The sky is", max_tokens=3)
         yield scrape(stack.url), scrape(worker), before
-    finally:
-        stack.close()
 
 
 def _used_metrics() -> dict[str, set[str]]:

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from measure.scale import chaos_scale
-from tests.fuzz.live_stack import LiveStack
+from tests.fuzz.fuzz_stack import fake_upstream_stack
 
 # The fuzz tests' Hypothesis settings, picked by TIERGATE_FUZZ_PROFILE (benchmarks/chaos.py):
 # `tiergate-fuzz` (default, `make test`): bounded and derandomized, the same inputs every run;
@@ -14,9 +14,8 @@ settings.register_profile("tiergate-fuzz-long", settings.get_profile("tiergate-f
                           max_examples=40 * chaos_scale(), derandomize=False, database=None, print_blob=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def stack(tmp_path_factory):
-    """One real gateway + fake upstream per test module (starting the processes costs ~2 s)."""
-    live = LiveStack(tmp_path_factory.mktemp("live")).start()
-    yield live
-    live.stop()
+    """One real gateway + fake upstream for the fuzz modules that only send it requests."""
+    with fake_upstream_stack(tmp_path_factory.mktemp("live")) as live:
+        yield live

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from measure.scale import fuzz_profile
-from tests.fuzz.live_stack import BODY_LIMIT, TENANT_KEY, assert_openai_error
+from tests.fuzz.fuzz_stack import BODY_LIMIT, TENANT_KEY, assert_openai_error
 
 PATHS = ["/v1/chat/completions", "/v1/completions", "/v1/route"]
 FUZZ = settings.get_profile(fuzz_profile())  # 40 examples in `make test`; see conftest.py

@@ -10,7 +10,7 @@ import uuid
 
 from gateway.server_errors import MAX_HEADER_FIELD, MAX_HEADERS, MAX_REQUEST_LINE
 
-from tests.fuzz.live_stack import TENANT_KEY, Response, assert_openai_error
+from tests.fuzz.fuzz_stack import TENANT_KEY, Response, assert_openai_error
 
 CHAT = {"model": "small", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
 HUGE_KEY = "sk-" + uuid.uuid4().hex  # leads an oversized Authorization value: must not reach the log

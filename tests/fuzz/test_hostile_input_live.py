@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from measure.scale import fuzz_profile
-from tests.fuzz.live_stack import TENANT_KEY, assert_openai_error
-from tests.fuzz.worker_stack import CONTEXT, MODEL, NOISY_KEY, NOISY_RPM, TIERS, WorkerStack
+from tests.fuzz.fuzz_stack import CONTEXT, MODEL, NOISY_KEY, NOISY_RPM, TENANT_KEY, TIERS, assert_openai_error, worker_stack
 from tests.support import wait_until
 
 FUZZ = settings.get_profile(fuzz_profile())
@@ -73,9 +72,8 @@ bodies = st.fixed_dictionaries({"messages": st.lists(st.fixed_dictionaries({"rol
 
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory):
-    live = WorkerStack(tmp_path_factory.mktemp("workers")).start()
-    yield live
-    live.stop()
+    with worker_stack(tmp_path_factory.mktemp("workers")) as live:
+        yield live
 
 
 def _raw(body: dict) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.fuzz.live_stack import ADMIN_KEY, ROOT, TENANT_KEY, assert_openai_error
+from tests.fuzz.fuzz_stack import ADMIN_KEY, ROOT, TENANT_KEY, assert_openai_error
 
 CHAT = {"model": "small", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
 WRONG_KEY = "sk-wrong-" + "d3adbeef" * 4

@@ -4,7 +4,7 @@ tests/conftest.py."""
 import pytest
 
 from gateway.classify import PromptLengthClassifier
-from tests.gateway.e2e_stack import Stack, tier
+from tests.gateway.e2e_stack import e2e_stack, tier
 
 
 @pytest.fixture
@@ -16,7 +16,6 @@ def default_classifier():
 def small_stack(tmp_path_factory, shared_worker):
     """The session's worker behind one gateway process (tier small), started once for the e2e
     modules that only send requests through it and change nothing in it."""
-    stack = Stack(tmp_path_factory.mktemp("small-stack"), lambda urls: [tier("small", 1, urls)],
-                  n_workers=0, running_workers=(shared_worker,))
-    yield stack
-    stack.close()
+    with e2e_stack(tmp_path_factory.mktemp("small-stack"), lambda urls: [tier("small", 1, urls)],
+                   n_workers=0, running_workers=(shared_worker,)) as stack:
+        yield stack

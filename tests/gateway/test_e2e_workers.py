@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from tests.gateway.e2e_stack import Stack, tier
+from tests.gateway.e2e_stack import e2e_stack, tier
 
 SYSTEM = ("You are the support assistant of the Tiergate project. Answer briefly, politely and only "
           "about the product. ") * 12  # ~1.2 KB: several affinity chunks
@@ -19,11 +19,10 @@ SYSTEM = ("You are the support assistant of the Tiergate project. Answer briefly
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, shared_worker):
-    s = Stack(tmp_path_factory.mktemp("e2e"),
-              lambda urls: [tier("small", 1, urls), tier("large", 3, urls[1:])], n_workers=1,
-              running_workers=(shared_worker,), aliases={"smart": "auto"}, affinity={"load_margin": 1})
-    yield s
-    s.close()
+    with e2e_stack(tmp_path_factory.mktemp("e2e"),
+                   lambda urls: [tier("small", 1, urls), tier("large", 3, urls[1:])], n_workers=1,
+                   running_workers=(shared_worker,), aliases={"smart": "auto"}, affinity={"load_margin": 1}) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ from gateway.config import parse_config
 from gateway.config_tracing import TracingConfig
 from gateway.trace_spans import start as start_tracing
 from launcher.otlp_sink import start_sink
-from tests.gateway.e2e_stack import Stack, tier
+from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import Pending, wait_for
+from tests.support.stack import label
 from webwire import tracing
 from webwire.trace_flags import as_flags
 
@@ -73,7 +74,7 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     section = {"enabled": True, "otlp_endpoint": url, "export_interval_s": 0.2}  # exported within 0.2 s
     worker_flags = tuple(as_flags(TracingConfig(**section).for_workers()))  # what the launcher passes
     stack = await asyncio.to_thread(
-        Stack, tmp_path, lambda urls: [tier("small", 1, [failing_url]), tier("big", 2, urls)], 1, worker_flags,
+        e2e_stack, tmp_path, lambda urls: [tier("small", 1, [failing_url]), tier("big", 2, urls)], 1, worker_flags,
         tracing=section)
     try:
         client = openai.AsyncOpenAI(base_url=stack.url + "/v1", api_key="unused", max_retries=0)
@@ -102,7 +103,7 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     assert set(steps) == GATEWAY_STEPS
     assert {s.name for s in steps.values() if s.parent_span_id == gateway.span_id} == GATEWAY_STEPS - {"upstream"}
     attempt = _attempts(spans, steps)[-1]  # "auto" may have chosen the failing tier first
-    assert attempt.attributes["tiergate.worker"] == stack.label(0)
+    assert attempt.attributes["tiergate.worker"] == label(stack.worker_urls[0])
     assert attempt.attributes["http.response.status_code"] == 200
 
     # the worker continued the attempt's traceparent; its phases are its server span's children
@@ -132,7 +133,7 @@ async def test_one_request_is_one_connected_trace_under_the_clients_span(tmp_pat
     assert (first.attributes["tiergate.worker"], first.attributes["tiergate.tier"]) == \
         (failing_url.removeprefix("http://"), "small")
     assert first.attributes["http.response.status_code"] == 503
-    assert (second.attributes["tiergate.worker"], second.attributes["tiergate.tier"]) == (stack.label(0), "big")
+    assert (second.attributes["tiergate.worker"], second.attributes["tiergate.tier"]) == (label(stack.worker_urls[0]), "big")
     assert second.attributes["http.response.status_code"] == 200
     assert _one(failover_spans, "tiergate-worker", "POST /v1/chat/completions").parent_span_id == second.span_id
     assert steps["POST /v1/chat/completions"].attributes["tiergate.attempts"] == 2

@@ -1,7 +1,7 @@
 """A client that leaves early is billed exactly what the worker generated: a stream cut mid-way
 and a whole answer cancelled while generating are settled with the worker's own count (prompt
-and completion), asked of the worker after the gateway stopped it. A real worker behind an
-in-process gateway with tenants, on the shared Redis."""
+and completion), asked of the worker after the gateway stopped it. The session's real worker
+behind an in-process gateway with tenants, on the shared Redis."""
 from __future__ import annotations
 
 import asyncio
@@ -16,17 +16,16 @@ from policies.usage_log import read_records
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
 from tests.support.metrics import metric, scrape
-from tests.support.workers import running_worker
 
 MODEL = "smollm2-135m"
 KEY = "sk-worker-usage-key"
 LONG = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
 
 
-@pytest.fixture(scope="module")
-def worker():
-    with running_worker(MODEL, "--kv-cache-gb", "0.25", "--max-model-len", "2048") as running:
-        yield running.base
+@pytest.fixture
+def worker(shared_worker):
+    """The session's worker: these tests only send it requests and cancel their own."""
+    return shared_worker
 
 
 @pytest.fixture

@@ -11,15 +11,13 @@ import os
 import aiohttp
 import openai
 import pytest
-import yaml
 
-from launcher import commands
-from launcher.group import ProcessGroup
 from policies.keys import hash_key
 from policies.usage_log import read_records
-from tests.support import SHARED_REDIS, free_port
+from tests.support.stack import Stack
 
-def _config(upstream: str, prefix: str, log_dir: str) -> dict:
+
+def _config(upstream: str, log_dir: str) -> dict:
     return {
         "tiers": [{"name": "small", "level": 1, "model": "m-small", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]},
@@ -27,7 +25,7 @@ def _config(upstream: str, prefix: str, log_dir: str) -> dict:
                    "workers": [{"url": upstream}]}],
         # A saturated event loop on this shared 2-core machine can read Redis replies late; generous
         # timeouts and fail-closed make any Redis trouble show up as 503 instead of silent over-admission.
-        "redis": {"url": SHARED_REDIS, "key_prefix": prefix, "socket_timeout_s": 5},
+        "redis": {"socket_timeout_s": 5},
         "policy": {"admin_key_sha256": hash_key("sk-admin"), "usage_log": {"dir": log_dir},
                    "on_redis_error": "closed"},
         "tenants": {"burst": {"keys": [{"id": "main", "sha256": hash_key("sk-burst")}],
@@ -37,25 +35,12 @@ def _config(upstream: str, prefix: str, log_dir: str) -> dict:
 
 
 @pytest.fixture
-async def two_gateways(shared_redis, tmp_path):
-    _, prefix = shared_redis
-    up_port = free_port()
-    group = ProcessGroup(tmp_path / "processes")
-    path = tmp_path / "tiergate.yaml"
-    path.write_text(yaml.safe_dump(_config(f"http://127.0.0.1:{up_port}", prefix, str(tmp_path / "logs"))))
-    try:
-        upstream = group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "7"))
-        started = {f"http://127.0.0.1:{up_port}": upstream}
-        for i in range(2):
-            port = free_port()
-            started[f"http://127.0.0.1:{port}"] = group.spawn(f"gateway{i}",
-                                                              commands.gateway_processes(path, port, workers=1))
-        for url, proc in started.items():
-            await asyncio.to_thread(group.wait_healthy, url, proc, 30)
+async def two_gateways(tmp_path):
+    with Stack(tmp_path / "processes", "pol") as stack:
+        upstream, = await asyncio.to_thread(stack.start_upstreams, 1, "--chunks", "7")
+        await asyncio.to_thread(stack.start_gateways, _config(upstream, str(tmp_path / "logs")), 2, True)
         async with aiohttp.ClientSession() as http:
-            yield http, list(started)[1:], tmp_path / "logs"
-    finally:
-        group.stop()
+            yield http, stack.urls, tmp_path / "logs"
 
 
 async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gateways):

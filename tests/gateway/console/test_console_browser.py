@@ -16,9 +16,10 @@ import openai
 import pytest
 
 from policies.keys import hash_key
-from tests.gateway.e2e_stack import Stack, tier
+from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import wait_until
 from tests.support.metrics import metric, scrape
+from tests.support.stack import label
 
 ADMIN, TENANT_KEY = "sk-browser-admin", "sk-browser-acme"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -41,11 +42,10 @@ def stack(tmp_path_factory, shared_worker):
         "tenants": {"acme": {"keys": [{"id": "k1", "sha256": hash_key(TENANT_KEY)}]}},
         "quality": {"sampling_rate": 1.0, "reference_max_tokens": 4},  # every small-tier answer is judged
     }
-    running = Stack(tmp, lambda urls: [{**tier("small", 1, urls), "price_per_mtok": {"input": 0.1, "output": 0.2}},
-                                       {**tier("large", 4, urls), "price_per_mtok": {"input": 3.0, "output": 6.0}}],
-                    n_workers=0, running_workers=(shared_worker,), **sections)
-    yield running
-    running.close()
+    with e2e_stack(tmp, lambda urls: [{**tier("small", 1, urls), "price_per_mtok": {"input": 0.1, "output": 0.2}},
+                                      {**tier("large", 4, urls), "price_per_mtok": {"input": 3.0, "output": 6.0}}],
+                   n_workers=0, running_workers=(shared_worker,), **sections) as running:
+        yield running
 
 
 def _send_mixed_traffic(url: str) -> int:
@@ -154,7 +154,7 @@ def test_console_views_show_the_gateways_own_numbers(stack):
             # Workers: the real worker's own /metrics, read through the gateway.
             _open(page, stack.url, "workers")
             cells = page.eval_on_selector_all("#workers tbody tr td", "cells => cells.map(c => c.textContent)")
-            assert cells[0] == stack.label(0) and cells[1] == "small, large" and cells[2] == "up"
+            assert cells[0] == label(stack.worker_urls[0]) and cells[1] == "small, large" and cells[2] == "up"
             assert cells[4] == "0" and cells[5] == "0" and cells[6].endswith("%")  # idle: nothing queued or running
             assert cells[8] != "–"  # TTFT percentiles from the worker's histogram
             page.screenshot(path=str(OUTPUT / "workers.png"), full_page=True)
