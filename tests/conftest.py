@@ -40,17 +40,16 @@ import redis.asyncio as aioredis
 import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
-from tests.support.tiers import assign, first_things_first
+from tests.support.tiers import assign
 from tests.support.workers import running_worker
 
 
 def pytest_collection_modifyitems(config, items):
     """Every test gets its tier (unit, slow, live, chaos, browser: tests/support/tiers.py); gpu
-    tests are skipped without CUDA; the slowest start-ups come first."""
+    tests are skipped without CUDA."""
     import torch
 
     assign(items, cuda=torch.cuda.is_available())
-    first_things_first(items)
 
 
 @pytest.fixture

@@ -25,8 +25,6 @@ BY_PATH = {  # a folder or module -> its tier
     "tests/gateway/console/test_console_browser.py": "browser",
     "tests/fuzz": "live",  # every fuzz module drives a gateway process (tests/fuzz/fuzz_stack.py)
 }
-# modules run first, so that their minutes of start-up overlap the other test process's work
-FIRST = ("tests/benchmarks/test_default_stack.py",)  # `make run`'s stack compiles its int4 decode steps
 # fixtures that start processes: a stack of workers and gateways, one worker, a redis-server, ...
 LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateways", "running", "shared_worker",
                  "shared_embed_worker"}
@@ -45,11 +43,6 @@ def tier_of(item: pytest.Item) -> str:
     if own:
         return own[0]  # the nearest mark: the test's own before its module's
     return tier_by_path(item.nodeid) or ("live" if LIVE_FIXTURES & set(item.fixturenames) else "unit")
-
-
-def first_things_first(items: list[pytest.Item]) -> None:
-    """The FIRST modules ahead of the rest, every other order kept."""
-    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))
 
 
 def assign(items: list[pytest.Item], cuda: bool) -> None:
