@@ -87,7 +87,8 @@ class Scheduler:
 
     def waiting_by_priority(self) -> Counter[str]:
         counts = Counter({p: 0 for p in PRIORITIES})
-        counts.update(seq.params.priority for seq in self.waiting)
+        # over a copy made in one C call: /metrics reads this from its own thread while a step changes the queue
+        counts.update(seq.params.priority for seq in tuple(self.waiting))
         return counts
 
     def _urgent(self, seq: Sequence, now: float) -> bool:
