@@ -190,13 +190,13 @@ async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, op
     return reopened, (Discarded(opened.tier, first),), attempts
 
 
-def reported_in(obj: dict) -> Usage | None:
+def reported_in(obj: dict, first_token_at: float = 0.0) -> Usage | None:
     """The usage an answer or a stream chunk reports, if it carries one."""
     reported = obj.get("usage")
     if not isinstance(reported, dict):
         return None
     return Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0),
-                 reported=True, source="worker")
+                 True, first_token_at, "worker")
 
 
 def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
@@ -204,11 +204,11 @@ def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
     response = opened.response
     body = opened.body
     if response.status == 200:
+        now = time.perf_counter()
         try:
-            reported = reported_in(json.loads(body))
+            usage = reported_in(json.loads(body), now) or Usage(first_token_at=now)
         except (ValueError, AttributeError):
             raise OpenAIError(502, "upstream answered with a body that is not JSON", code="bad_upstream") from None
-        usage = replace(reported or Usage(), first_token_at=time.perf_counter())
         return web.Response(body=body, status=200, content_type="application/json"), usage
     # An upstream 4xx is the upstream's verdict on the request: pass its OpenAI error through.
     try:
@@ -299,9 +299,9 @@ class StreamRelay:
         return done
 
     def _read_usage(self, obj: dict) -> None:
-        reported = reported_in(obj)
+        reported = reported_in(obj, self.usage.first_token_at)
         if reported is not None:
-            self.usage = replace(reported, first_token_at=self.usage.first_token_at)
+            self.usage = reported
 
     def _shape(self, obj: dict) -> bytes:
         if obj.get("error"):

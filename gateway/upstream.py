@@ -16,7 +16,7 @@ import asyncio
 import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Awaitable, Protocol
 
 import aiohttp
@@ -157,7 +157,12 @@ class _Failover:
 
     def __init__(self, upstreams: Upstreams, config: Config, ask: Ask):
         self.upstreams, self.config, self.ask = upstreams, config, ask
-        self.attempts = Attempts(ask.route.tier)  # rebound after each attempt; read on any exit
+        self.tier, self.count, self.upstream_s, self.backend = ask.route.tier, 0, 0.0, None
+
+    @property
+    def attempts(self) -> Attempts:
+        """How far it got, read on any exit."""
+        return Attempts(self.tier, self.count, self.upstream_s, self.backend)
 
     async def run(self) -> Opened:
         upstreams, config, ask, route = self.upstreams, self.config, self.ask, self.ask.route
@@ -168,7 +173,7 @@ class _Failover:
         payloads: dict[str, bytes] = {}
         headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
                    "x-tiergate-priority": route.decision.priority}
-        while self.attempts.count < config.failover.max_attempts:
+        while self.count < config.failover.max_attempts:
             pick, keys = await choose(upstreams, config, route, tier, tried)
             if pick is None:
                 # a full tier is busy, not down: climbing would pass its load on to the tiers above
@@ -178,21 +183,21 @@ class _Failover:
                 METRICS.escalations.labels(tier.name, higher.name).inc()
                 tier = higher
                 continue
-            if self.attempts.count:
+            if self.count:
                 if not upstreams.retry_budget.try_retry(config.failover):
                     METRICS.retries_refused.labels(tier.name).inc()
                     last_error += " (retry budget spent)"
                     break
                 METRICS.retries.labels(tier.name).inc()
-            backend = pick.backend
-            self.attempts = replace(self.attempts, tier=tier, count=self.attempts.count + 1, backend=backend)
+            backend = self.backend = pick.backend
+            self.tier, self.count = tier, self.count + 1
             tried.add(backend.url)
             _record_affinity(tier, pick.affinity, bool(keys))
             if tier.name not in payloads:
                 payloads[tier.name] = ask.body_for(tier)
             started = time.perf_counter()
             try:
-                with upstream_attempt(tier, backend, self.attempts.count) as attempt:
+                with upstream_attempt(tier, backend, self.count) as attempt:
                     opened = await _send(upstreams.post, tier, backend, ask.path, payloads[tier.name],
                                          attempt.headers({**headers, **backend.auth_headers}), ask.stream)
                     attempt.answered(opened.response.status)
@@ -207,7 +212,7 @@ class _Failover:
                     continue
                 backend.probing = False  # a half-open probe that proved nothing either way
                 if suspect is not None and suspect.status == exc.status:
-                    raise _request_fault(exc, self.attempts.count) from None
+                    raise _request_fault(exc, self.count) from None
                 suspect = suspect or _Suspect(backend, exc.status)
                 continue
             except RETRYABLE as exc:
@@ -215,15 +220,14 @@ class _Failover:
                 last_error = f"{backend.label}: {exc}"
                 continue
             finally:
-                self.attempts = replace(self.attempts,
-                                        upstream_s=self.attempts.upstream_s + time.perf_counter() - started)
+                self.upstream_s += time.perf_counter() - started
             if suspect is not None and opened.response.status == 200:
                 suspect.backend.on_failure(time.monotonic(), config.breaker)  # another worker could answer
             backend.on_success()
             if keys and opened.response.status == 200:
                 upstreams.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
             return opened
-        raise _unanswered(config, route, tier, self.attempts.count, last_error, busy)
+        raise _unanswered(config, route, tier, self.count, last_error, busy)
 
 
 def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error: str,
