@@ -74,7 +74,7 @@ async def test_cluster_two_gateways_keep_limits_exact_across_slots(cluster, fake
     answers = dict(zip(range(len(order)), await load.burst(order, concurrency=200)))
     by_tenant = {t: [answers[i] for i, name in enumerate(order) if name == t] for t in tenants}
     for t in rate:
-        assert [s for s, _ in by_tenant[t]].count(200) == 40, (t, by_tenant[t])  # exactly the limit, two gateways
+        assert [s for s, _ in by_tenant[t]].count(200) == 40, (t, [a for a in by_tenant[t] if a[0] != 429])  # exactly the limit
         assert {c for s, c in by_tenant[t] if s != 200} == {"rate_limit_exceeded"}
     store = PolicyStore(client_for(cluster, keys), keys, 60)
     paths = log_paths(tmp_path / "usage0", tmp_path / "usage1")
