@@ -86,7 +86,8 @@ def measure(name: str, rounds: int, reference_file: str | None) -> dict:
     from backends.engine import EngineConfig, SamplingParams
     from backends.engine.core.llm_engine import LLMEngine
     from backends.engine.model.model_runner import load_model
-    from backends.engine.quant.quantize import quantize_linears, release_freed_memory
+    from backends.engine.quant.host_memory import release_freed_memory
+    from backends.engine.quant.quantize import quantize_linears
     from backends.engine.model.models import model_dir
 
     method, group_size, lm_head = CONFIGS[name]

@@ -40,13 +40,12 @@ The measurements behind each are in docs/quantization.md.
 """
 from __future__ import annotations
 
-import ctypes
-import gc
 import logging
 
 import torch
 from torch import nn
 
+from backends.engine.quant.host_memory import release_freed_memory
 from backends.engine.quant.gguf_blocks import load_q4_1
 from backends.engine.quant.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
                                            default_kernel, int4_kernel, int8_kernel)
@@ -329,15 +328,6 @@ def _quantize_head(model: nn.Module, head: nn.Linear, kernel: Kernel, share_with
     if tied:
         model.set_input_embeddings(Int8Embedding(quantized, dtype))
     return True
-
-
-def release_freed_memory() -> None:
-    """Hand freed fp32 weight pages back to the OS so resident memory really drops."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: memory is reused by later allocations instead
-        pass
 
 
 def dense_prefill_dtype() -> torch.dtype:
