@@ -47,14 +47,14 @@ run: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The whole suite, every tier (tests/support/tiers.py); lint first. The in-process tiers (unit, slow)
-# run on two processes, a test file per process at a time so module fixtures load once; the tiers that
-# start processes of their own (live, chaos, browser) run one at a time: their workers already use
-# every core, and on a machine with one core busy two such processes were slower than one.
+# The whole suite, every tier (tests/support/tiers.py); lint first. Each part runs on two processes,
+# a test file per process at a time so module fixtures (a stack, a model) load once. The in-process
+# tiers (unit, slow) go first; the tiers that start processes of their own (live, chaos, browser)
+# spend much of their time waiting on them, so two files at once fill both cores (docs/testing.md).
 IN_PROCESS := unit or slow
 test: setup lint
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "$(IN_PROCESS)" tests
-	$(PY) -m pytest -q -m "not ($(IN_PROCESS))" tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not ($(IN_PROCESS))" tests
 
 # The unit tier alone, on two processes like `make test`.
 test-fast: $(STAMP)
