@@ -32,15 +32,9 @@ def main() -> None:
     from backends import worker
     from backends.engine import EngineConfig, SamplingParams
     from backends.engine.core.llm_engine import LLMEngine
-    from backends.engine.model.compiled_decode import CompiledDecode
+    from benchmarks.streaming_load import synthetic_prompts
 
-    if not args.weight_prepack:
-        build = CompiledDecode.warm_up
-
-        def warm_up(self, run_decode):
-            torch._inductor.config.cpp.weight_prepack = False
-            build(self, run_decode)
-        CompiledDecode.warm_up = warm_up
+    torch._inductor.config.cpp.weight_prepack = args.weight_prepack  # read when the graphs compile
     flags = worker.build_parser().parse_args(["--model", "smollm2-135m", "--quantization", "int4", "--device", "cpu"])
     config = EngineConfig(model="smollm2-135m", quantization="int4", device="cpu", **worker.plan_settings(flags))
     print(f"building the engine (inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}) ...", flush=True)
@@ -48,7 +42,7 @@ def main() -> None:
     engine = LLMEngine(config)
     start_s = time.perf_counter() - began
     cache = {key: counters["inductor"][f"fxgraph_cache_{key}"] for key in ("hit", "miss", "bypass")}
-    prompts = [[1 + (7 * i + j) % 900 for j in range(20 + i)] for i in range(args.streams)]
+    prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(args.streams, 20, 40, seed=0)]
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
     engine.generate(prompts[:4], params)  # warm
     best = float("inf")

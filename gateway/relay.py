@@ -196,7 +196,7 @@ def reported_in(obj: dict, first_token_at: float = 0.0) -> Usage | None:
     if not isinstance(reported, dict):
         return None
     return Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0),
-                 True, first_token_at, "worker")
+                 reported=True, first_token_at=first_token_at, source="worker")
 
 
 def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
