@@ -1,5 +1,8 @@
 """Serving-side classifier: numpy + onnxruntime only (never scikit-learn).
 
+Probabilities come from `sparse_model.py`, the same graph evaluated on the request's own n-grams
+(several times cheaper per request); onnxruntime runs the graph when that cannot.
+
     clf = ComplexityClassifier.load()          # the model shipped in classifier/model/
     pred = clf.predict(messages=[{"role": "user", "content": "hi"}])
     pred.tier, pred.probs, pred.thresholds, pred.p_good
@@ -22,6 +25,7 @@ import onnxruntime as ort
 from .decision import DEFAULT_THRESHOLDS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import FEATURE_NAMES, extract
 from .outcome_model import OutcomeModel, p_good_from_prior, probs_from_p_good
+from .sparse_model import SparseModel, sparse_model
 from .static_vectors import DIMS, vectors_digest
 
 PACKAGED_MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -40,8 +44,10 @@ class Prediction:
 
 
 class ComplexityClassifier:
-    def __init__(self, session: ort.InferenceSession, metadata: dict, outcomes: OutcomeModel | None = None):
+    def __init__(self, session: ort.InferenceSession, metadata: dict, outcomes: OutcomeModel | None = None,
+                 sparse: SparseModel | None = None):
         self._session = session
+        self._sparse = sparse
         self.metadata = metadata
         self.version: str = metadata.get("version", "unknown")
         raw = metadata.get("thresholds") or DEFAULT_THRESHOLDS
@@ -50,7 +56,7 @@ class ComplexityClassifier:
 
     def with_outcomes(self, outcomes: OutcomeModel) -> "ComplexityClassifier":
         """The same model with other outcomes (the session is shared, never copied)."""
-        return ComplexityClassifier(self._session, self.metadata, outcomes)
+        return ComplexityClassifier(self._session, self.metadata, outcomes, self._sparse)
 
     @classmethod
     def load(cls, model_dir: str | Path | None = None) -> "ComplexityClassifier":
@@ -66,19 +72,25 @@ class ComplexityClassifier:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(str(folder / MODEL_FILE), options, providers=["CPUExecutionProvider"])
-        return cls(session, metadata, OutcomeModel.load(folder, len(FEATURE_NAMES), DIMS))
+        return cls(session, metadata, OutcomeModel.load(folder, len(FEATURE_NAMES), DIMS),
+                   sparse_model(folder / MODEL_FILE))
 
     def probabilities(self, texts: list[str], numeric: np.ndarray) -> np.ndarray:
         """[N,4] tier probabilities for already extracted inputs."""
-        feed = {"text": np.asarray(texts, dtype=object).reshape(-1, 1),
-                "numeric": np.asarray(numeric, dtype=np.float32).reshape(len(texts), -1)}
+        numeric = np.asarray(numeric, dtype=np.float32).reshape(len(texts), -1)
+        if self._sparse is not None and all(map(SparseModel.reads, texts)):
+            return np.stack([self._sparse.probs(text, row) for text, row in zip(texts, numeric)])
+        feed = {"text": np.asarray(texts, dtype=object).reshape(-1, 1), "numeric": numeric}
         return self._session.run(["probs"], feed)[0]
 
     def predict(self, messages: list[dict] | None = None, prompt: str | None = None,
                 threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
         text, numeric = extract(messages, prompt)
         if not self.outcomes.learned:  # the gateway's usual case: four floats, no numpy per step
-            own = self.probabilities([text], numeric[None, :])[0].astype(np.float64).tolist()
+            if self._sparse is not None and SparseModel.reads(text):
+                own = self._sparse.probs(text, numeric).tolist()
+            else:
+                own = self.probabilities([text], numeric[None, :])[0].astype(np.float64).tolist()
             return Prediction(self.level_from_probs(own, threshold_shift, bias), own,
                               self._effective(threshold_shift), p_good_from_prior(own), [0.0] * len(own), list(own))
         prior, good, weight, probs = self.estimate([text], numeric[None, :])

@@ -102,8 +102,8 @@ class StaticVectors:
         ids = self.token_ids(text)
         if not ids:
             return np.zeros(self.dims, dtype=np.float32)
-        mean = self._table[ids].mean(axis=0)
-        return mean / max(float(np.linalg.norm(mean)), 1e-12)
+        total = np.add.reduce(self._table[ids])  # normalised, the sum is the mean: np.mean costs more per call
+        return total / max(float(np.sqrt(total @ total)), 1e-12)
 
 
 @functools.cache
