@@ -137,11 +137,13 @@ class SparseModel:
         stages = [_grams(named.get(f"{p}_Tokenizer"), named.get(f"{p}_TfIdfVectorizer")) for p in ("w", "c")]
         if None in stages or stages[1][0] != ".":
             return None
-        weight = init["lr_weight"]
+        weight = init["lr_weight"]  # rows: word columns, char columns, structural features, tier similarities
         n_words, n_chars = len(init["w_idfcst"]), len(init["c_idfcst"])
-        n_structural = int(init["num_split"][0])
+        n_structural, n_tiers = int(init["num_split"][0]), init["tier_centroids"].shape[1]
+        if n_words + n_chars + n_structural + n_tiers != len(weight):
+            return None
         word_w, char_w = weight[:n_words], weight[n_words:n_words + n_chars]
-        scaled_w, sim_w = weight[n_words + n_chars:n_words + n_chars + n_structural], weight[-4:]
+        scaled_w, sim_w = weight[n_words + n_chars:-n_tiers], weight[-n_tiers:]
         (word_pattern, word_grams, word_ns), (_, char_grams, char_ns) = stages
         if word_pattern not in _WORD_PATTERNS or any(not g.isascii() for gram in char_grams for g in gram):
             return None
