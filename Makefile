@@ -48,19 +48,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # The whole suite, every tier (tests/support/tiers.py); lint first. Each part runs on two processes,
-# a test file per process at a time so module fixtures (a stack, a model) load once, handed out in the
-# order tests/support/tiers.py's `schedule` gives (the longest first). The in-process tiers (unit,
-# slow) go first; the tiers that start processes of their own (live, chaos, browser) spend much of
-# their time waiting on them, so two files at once fill both cores (docs/testing.md).
+# a test file per process at a time so module fixtures (a stack, a model) load once. The in-process
+# tiers (unit, slow) go first; the tiers that start processes of their own (live, chaos, browser)
+# spend much of their time waiting on them, so two files at once fill both cores (docs/testing.md).
 IN_PROCESS := unit or slow
-XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 test: setup lint
-	$(PY) -m pytest -q $(XDIST) -m "$(IN_PROCESS)" tests
-	$(PY) -m pytest -q $(XDIST) -m "not ($(IN_PROCESS))" tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "$(IN_PROCESS)" tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not ($(IN_PROCESS))" tests
 
 # The unit tier alone, on two processes like `make test`.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) -m unit tests
+	$(PY) -m pytest -q -n 2 --dist loadfile -m unit tests
 
 # The CUDA path on a GPU machine (docs/gpu.md), under 8 minutes; no `make setup` there: the machine's
 # own Python with torch, and the wheels it lacks installed into GPU_DEPS.

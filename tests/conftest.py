@@ -40,17 +40,16 @@ import redis.asyncio as aioredis
 import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
-from tests.support.tiers import assign, schedule
+from tests.support.tiers import assign
 from tests.support.workers import running_worker
 
 
 def pytest_collection_modifyitems(config, items):
     """Every test gets its tier (unit, slow, live, chaos, browser: tests/support/tiers.py); gpu
-    tests are skipped without CUDA; modules are put in the order `make test` starts them."""
+    tests are skipped without CUDA."""
     import torch
 
     assign(items, cuda=torch.cuda.is_available())
-    schedule(items)
 
 
 @pytest.fixture

@@ -30,13 +30,6 @@ LIVE_FIXTURES = {"stack", "worker", "workers", "live", "own_redis", "two_gateway
                  "shared_embed_worker"}
 
 
-# Modules that take minutes on their own (make run's stack compiles its int4 tier before serving).
-# `make test` hands modules out in the order `schedule` leaves them (--no-loadscope-reorder): these
-# first, so the other process works beside them instead of waiting for them at the end.
-LONGEST = ("tests/benchmarks/test_default_stack.py",)
-FIRST_TIERS = ("live", "chaos", "browser", "slow", "unit")  # then modules that start processes, unit ones last
-
-
 def tier_by_path(nodeid: str) -> str | None:
     path = PurePosixPath(nodeid.split("::")[0])
     for place in (path, *path.parents):
@@ -60,17 +53,3 @@ def assign(items: list[pytest.Item], cuda: bool) -> None:
             item.add_marker(tier)
         if item.get_closest_marker("gpu") and not cuda:
             item.add_marker(skip_gpu)
-
-
-def schedule(items: list[pytest.Item]) -> None:
-    """Modules in the order they should start: LONGEST, then by tier (FIRST_TIERS), then by number
-    of tests (as xdist's own reorder would); a module's tests keep their order."""
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-
-    def rank(module: str) -> tuple:
-        tests = modules[module]
-        return module not in LONGEST, FIRST_TIERS.index(tier_of(tests[0])), -len(tests)
-
-    items[:] = [item for module in sorted(modules, key=rank) for item in modules[module]]
