@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from .decision import DEFAULT_THRESHOLDS, level_from_probs, levels_from_probs, shifted, shifted_values
+from .decision import DEFAULT_THRESHOLDS, TIERS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import FEATURE_NAMES, extract
 from .outcome_model import OutcomeModel, p_good_from_prior, probs_from_p_good
 from .sparse_model import SparseModel, sparse_model
@@ -77,6 +77,8 @@ class ComplexityClassifier:
 
     def probabilities(self, texts: list[str], numeric: np.ndarray) -> np.ndarray:
         """[N,4] tier probabilities for already extracted inputs."""
+        if not len(texts):
+            return np.zeros((0, len(TIERS)), np.float32)
         numeric = np.asarray(numeric, dtype=np.float32).reshape(len(texts), -1)
         if self._sparse is not None and all(map(SparseModel.reads, texts)):
             return np.stack([self._sparse.probs(text, row) for text, row in zip(texts, numeric)])

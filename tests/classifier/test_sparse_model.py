@@ -63,3 +63,7 @@ def test_classifier_falls_back_to_onnxruntime_for_texts_it_does_not_read():
     clf = ComplexityClassifier.load()
     texts, numeric = ["line one\nline two", "plain words"], np.zeros((2, len(FEATURE_NAMES)), np.float32)
     assert np.abs(clf.probabilities(texts, numeric) - onnx_probs(texts, numeric)).max() < 1e-6
+
+
+def test_no_texts_no_rows():
+    assert ComplexityClassifier.load().probabilities([], np.zeros((0, len(FEATURE_NAMES)), np.float32)).shape == (0, 4)
