@@ -10,3 +10,17 @@ import asyncio
 from redis.exceptions import RedisClusterException, RedisError
 
 REDIS_DOWN = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, TypeError, AttributeError)
+
+
+def unsent(exc: BaseException) -> bool:
+    """Whether a call failed while writing its command to a connection closed under it, so nothing
+    reached Redis and the call may be made again. After an error on one connection, redis-py's
+    Cluster client disconnects the node's idle ones while another call may just have taken one;
+    that call's write then raises AttributeError (TypeError on Python 3.12) from `writelines`."""
+    if not isinstance(exc, (AttributeError, TypeError)):
+        return False
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    return "_send_packed_command" in frames and "drain" not in frames

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from redis.exceptions import MaxConnectionsError, OutOfMemoryError
 
-from policies.redis_errors import REDIS_DOWN
+from policies.redis_errors import REDIS_DOWN, unsent
 from wire.errors import OpenAIError
 
 from policies import metrics
@@ -138,8 +138,9 @@ class PolicyService:
     @staticmethod
     async def _pooled(call: Callable[[], Awaitable[T]], waiting: list[bool]) -> T:
         """redis-py's default pool raises MaxConnectionsError past 100 concurrent commands instead
-        of waiting; that is a busy client, not a Redis outage: wait for a free connection."""
-        delay = 0.001
+        of waiting; that is a busy client, not a Redis outage: wait for a free connection. A call
+        whose command never left (`unsent`) is made once more, on another connection."""
+        delay, resent = 0.001, False
         while True:
             try:
                 waiting[0] = False
@@ -148,6 +149,10 @@ class PolicyService:
                 waiting[0] = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.02)
+            except (AttributeError, TypeError) as exc:
+                if resent or not unsent(exc):
+                    raise
+                resent = True
 
     # -- admission --------------------------------------------------------------------------------
     async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,

@@ -62,3 +62,42 @@ def test_services_rebuilt_by_a_reload_share_the_replica_log(shared_redis, tmp_pa
     first = build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), client)
     second = build_policy_service(parse_config(_doc(tmp_path), "gw.yaml"), client)
     assert first.replica is second.replica and first.usage_log is second.usage_log
+
+
+async def _send_packed_command(writer):
+    """Named like redis-py's write step: what a command on a connection closed under it raises."""
+    writer.writelines([b"PING"])
+
+
+async def test_a_command_that_never_left_is_sent_once_more(make_service):
+    service = make_service({"a": {"keys": ["ka"]}})
+    calls = []
+
+    async def closed_then_open():
+        calls.append(1)
+        if len(calls) == 1:
+            await _send_packed_command(None)  # AttributeError: 'NoneType' object has no attribute 'writelines'
+        return "sent"
+
+    assert await service.call_redis("admit", closed_then_open) == "sent" and len(calls) == 2
+
+    async def always_closed():
+        calls.append(1)
+        await _send_packed_command(None)
+
+    with pytest.raises(RedisUnavailable):  # once more, not forever
+        await service.call_redis("admit", always_closed)
+    assert len(calls) == 4
+
+
+async def test_other_attribute_errors_are_not_resent(make_service):
+    service = make_service({"a": {"keys": ["ka"]}})
+    calls = []
+
+    async def after_sending():
+        calls.append(1)
+        return None.read_response  # an error past the write: the command may have run
+
+    with pytest.raises(RedisUnavailable):
+        await service.call_redis("admit", after_sending)
+    assert len(calls) == 1
