@@ -6,6 +6,7 @@ master): redis/redis-py#4287, #3835."""
 from __future__ import annotations
 
 import asyncio
+import traceback
 
 from redis.exceptions import RedisClusterException, RedisError
 
@@ -19,8 +20,5 @@ def unsent(exc: BaseException) -> bool:
     that call's write then raises AttributeError (TypeError on Python 3.12) from `writelines`."""
     if not isinstance(exc, (AttributeError, TypeError)):
         return False
-    frames, tb = [], exc.__traceback__
-    while tb is not None:
-        frames.append(tb.tb_frame.f_code.co_name)
-        tb = tb.tb_next
+    frames = {frame.f_code.co_name for frame, _ in traceback.walk_tb(exc.__traceback__)}
     return "_send_packed_command" in frames and "drain" not in frames
