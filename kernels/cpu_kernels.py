@@ -6,17 +6,19 @@
   (the int8 LM head);
 - `int4_linear` (csrc/int4_linear_cpu.cpp): group-wise int4 linear for decode-sized inputs.
 
-They are built on first use with torch's extension builder, once per checkout, source version
-and vector unit, into .cache/extensions/ (its time: docs/engine-cpu.md). Each build runs in a folder of
-its own and the library is moved into place whole, so processes that start together never share
-the builder's lock file: one killed while holding it (a worker stopped during start-up) would
-leave every later load waiting forever. Later processes load the built library directly.
+They are built on first use with torch's extension builder, once per source version, vector unit
+and torch version, into `~/.cache/tiergate/extensions/` (`$TIERGATE_CACHE/extensions/`), which every
+checkout on the machine shares (its time: docs/engine-cpu.md). Processes that start together take
+turns on an flock, which the kernel drops when its holder dies; the builder's own lock file would
+leave every later load waiting forever behind a worker killed during start-up. Each build runs in
+a folder of its own and the library is moved into place whole; later processes load it directly.
 The flags name the vector unit that torch itself found, never -march=native: some machines
 here advertise AMX that cannot be used. Where no compiler is at hand, `available()` is False
 and callers use their torch versions (the attention's copies the context out of the pool).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -30,7 +32,8 @@ import torch
 
 log = logging.getLogger("tiergate.engine")
 SOURCES = [Path(__file__).parent / "csrc" / name for name in ("paged_decode_cpu.cpp", "int8_linear_cpu.cpp", "int4_linear_cpu.cpp")]
-BUILDS = Path(__file__).resolve().parent.parent / ".cache" / "extensions"
+# the cache root of backends.engine.model.models, which this lower layer cannot import
+BUILDS = Path(os.environ.get("TIERGATE_CACHE", Path.home() / ".cache" / "tiergate")) / "extensions"
 # ATen's Vectorized<float> picks its registers from CPU_CAPABILITY_*, as in torch's own kernels
 VECTOR_FLAGS = {
     "AVX512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl",
@@ -75,15 +78,21 @@ def _load() -> bool:
     library = BUILDS / f"{name}-{version}.so"
     began = time.perf_counter()
     try:
-        if library.exists():
-            torch.ops.load_library(str(library))
-        else:
-            log.info("building the C++ CPU kernels for %s (once, ~60 s) ...", capability)
+        built = False  # the builder loads the op it builds
+        if not library.exists():
             BUILDS.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=BUILDS) as scratch:  # loads the op too
-                cpp_extension.load(name=name, sources=[str(source) for source in SOURCES], extra_cflags=flags,
-                                   extra_ldflags=["-fopenmp"], build_directory=scratch, is_python_module=False)
-                os.replace(Path(scratch) / f"{name}.so", library)  # atomic: others see all of it or nothing
+            with open(BUILDS / f"{library.stem}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not library.exists():  # else another process built it while this one waited
+                    log.info("building the C++ CPU kernels for %s (once, ~60 s) ...", capability)
+                    with tempfile.TemporaryDirectory(dir=BUILDS) as scratch:
+                        cpp_extension.load(name=name, sources=[str(source) for source in SOURCES],
+                                           extra_cflags=flags, extra_ldflags=["-fopenmp"], build_directory=scratch,
+                                           is_python_module=False)
+                        os.replace(Path(scratch) / f"{name}.so", library)  # atomic: all of it or nothing
+                    built = True
+        if not built:
+            torch.ops.load_library(str(library))
     except (OSError, RuntimeError, ImportError) as error:  # no compiler or ninja: the torch path serves
         log.warning("C++ CPU kernels unavailable, using the torch versions: %s", error)
         return False
