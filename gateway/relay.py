@@ -190,13 +190,21 @@ async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, op
     return reopened, (Discarded(opened.tier, first),), attempts
 
 
+MAX_REPORTED_TOKENS = 2**31 - 1  # above any context; a count past it is not believed
+
+
 def reported_in(obj: dict, first_token_at: float = 0.0) -> Usage | None:
-    """The usage an answer or a stream chunk reports, if it carries one."""
+    """The usage an answer or a stream chunk reports, if it carries one whose counts are whole
+    numbers from 0 to MAX_REPORTED_TOKENS (absent counts as 0); any other is not believed, and the
+    answer is counted as one that reported none (a negative count would pay the tenant)."""
     reported = obj.get("usage")
     if not isinstance(reported, dict):
         return None
-    return Usage(int(reported.get("prompt_tokens") or 0), int(reported.get("completion_tokens") or 0),
-                 reported=True, first_token_at=first_token_at, source="worker")
+    counts = [reported.get("prompt_tokens") or 0, reported.get("completion_tokens") or 0]
+    if not all(type(count) in (int, float) and 0 <= count <= MAX_REPORTED_TOKENS and count == int(count)
+               for count in counts):
+        return None
+    return Usage(int(counts[0]), int(counts[1]), reported=True, first_token_at=first_token_at, source="worker")
 
 
 def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:

@@ -7,8 +7,10 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from gateway.handlers import build_request
-from gateway.relay import Delivery, relay
+from gateway.relay import MAX_REPORTED_TOKENS, Delivery, relay, reported_in
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
 from tests.support.in_process import chat_call, services_for
@@ -49,6 +51,28 @@ async def test_an_answer_without_usage_is_estimated_from_its_text(redis_prefix):
     usage = outcome.usage
     assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.estimated_prompt_tokens, 11)
     assert usage.source == "estimate" and not usage.reported
+
+
+@pytest.mark.parametrize("count", [-5, -1.0, 2.5, MAX_REPORTED_TOKENS + 1, float("inf"), float("nan"), True,
+                                   "7", [7], {"n": 7}])
+def test_a_reported_count_that_is_not_a_whole_number_in_range_is_not_believed(count):
+    assert reported_in({"usage": {"prompt_tokens": 3, "completion_tokens": count}}) is None
+    assert reported_in({"usage": {"prompt_tokens": count, "completion_tokens": 3}}) is None
+
+
+def test_reported_counts_are_taken_at_their_bounds_and_absent_ones_are_zero():
+    usage = reported_in({"usage": {"prompt_tokens": MAX_REPORTED_TOKENS, "completion_tokens": 4.0}})
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.reported) == (MAX_REPORTED_TOKENS, 4, True)
+    assert (reported_in({"usage": {"completion_tokens": 0}}).prompt_tokens, reported_in({"usage": None})) == (0, None)
+
+
+async def test_a_negative_reported_usage_is_counted_instead_of_paying_the_tenant(redis_prefix):
+    answer = chat_answer("x" * 41, prompt_tokens=-1000, completion_tokens=-1000)
+    services, _ = _services(redis_prefix, lambda sent: Reply(body=answer))
+    request, outcome = await _relay(services, model="small")
+    usage = outcome.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.estimated_prompt_tokens, 11)
+    assert not usage.reported and usage.source == "estimate"
 
 
 async def test_a_request_cancelled_while_the_worker_generates_is_billed_the_workers_count(redis_prefix):
