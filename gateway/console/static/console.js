@@ -144,6 +144,7 @@ function showExplanation(r) {
 }
 
 async function explain(prompt) {
+  $("explain-result").hidden = true;  // never show the last answer as this prompt's while it loads
   try {
     showExplanation(await api("/console/api/route", {
       method: "POST", headers: { "Content-Type": "application/json" },
