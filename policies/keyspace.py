@@ -43,6 +43,10 @@ class KeySpace:
         """Hash: each live reservation's worst-case cost (micro-USD), and their sum under '#total'."""
         return f"{self._base(tenant)}:reserved:amount"
 
+    def admitted(self, tenant: str, member: str) -> str:
+        """Marks one admission (a minute): the same call run again is not charged twice."""
+        return f"{self._base(tenant)}:admitted:{member}"
+
     def settled(self, tenant: str, request_id: str) -> str:
         return f"{self._base(tenant)}:settled:{request_id}"
 

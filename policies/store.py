@@ -60,7 +60,7 @@ class PolicyStore:
         reply = await self._admit(
             keys=[k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
                   k.token_bucket(name, key_id), k.spend_day(name, day), k.spend_month(name, month),
-                  k.reservations(name), k.reserved_amounts(name)],
+                  k.reservations(name), k.reserved_amounts(name), k.admitted(name, member)],
             args=[member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
                   per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
                   -1 if budgets.daily_hard is None else budgets.daily_hard,

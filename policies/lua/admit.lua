@@ -1,8 +1,11 @@
 -- Admit one request atomically: hard budgets against settled spend plus live reservations, then
 -- request windows and token buckets for the tenant and (optionally) the key. Either everything
 -- is charged and reserved or nothing is.
+-- The same call run again (redis-py resends a command whose reply was lost to a dropped connection or
+-- a timeout) finds its member's marker and answers "admitted" without charging anything twice.
 -- KEYS: 1 tenant rpm log, 2 tenant tpm bucket, 3 key rpm log, 4 key tpm bucket, 5 spend day, 6 spend month,
---       7 reservation expiries (zset id -> expiry ms), 8 reservation amounts (hash id -> micro-USD, '#total')
+--       7 reservation expiries (zset id -> expiry ms), 8 reservation amounts (hash id -> micro-USD, '#total'),
+--       9 this member's admitted marker
 -- ARGV: 1 member (unique per admit), 2 tokens to charge (prompt + n x max_tokens), 3 tenant rpm, 4 tenant tpm,
 --       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none),
 --       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms
@@ -14,6 +17,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local day = tonumber(redis.call('GET', KEYS[5]) or '0')
 local month = tonumber(redis.call('GET', KEYS[6]) or '0')
+if redis.call('EXISTS', KEYS[9]) == 1 then return {0, 0, day, month, ''} end
 local cost = tonumber(ARGV[10])
 local daily_hard, monthly_hard = tonumber(ARGV[7]), tonumber(ARGV[8])
 local reserved = 0
@@ -98,4 +102,5 @@ if ARGV[9] ~= '' and cost > 0 then
   redis.call('PEXPIRE', KEYS[7], ttl)
   redis.call('PEXPIRE', KEYS[8], ttl)
 end
+redis.call('SET', KEYS[9], '1', 'PX', WINDOW_MS)
 return {0, 0, day, month, ''}

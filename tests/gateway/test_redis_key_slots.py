@@ -38,7 +38,7 @@ def _keyspace_builders() -> list[str]:
 def _keyspace_call(name: str, tenant: str) -> str:
     method = getattr(KeySpace(PREFIX), name)
     params = list(inspect.signature(method).parameters)
-    args = {"tenant": tenant, "day": "2026-11-27", "month": "2026-11", "key_id": "k1", "request_id": "req-1"}
+    args = {"tenant": tenant, "day": "2026-11-27", "month": "2026-11", "key_id": "k1", "request_id": "req-1", "member": "req-1:1:1"}
     return method(*(args[p] for p in params))
 
 
