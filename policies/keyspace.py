@@ -44,7 +44,7 @@ class KeySpace:
         return f"{self._base(tenant)}:reserved:amount"
 
     def admitted(self, tenant: str, member: str) -> str:
-        """Marks one admission (a minute): the same call run again is not charged twice."""
+        """Marks one admission for as long as its call may be resent: run again, it is not charged twice."""
         return f"{self._base(tenant)}:admitted:{member}"
 
     def settled(self, tenant: str, request_id: str) -> str:

@@ -73,7 +73,7 @@ class PolicyService:
         # Tiers that settle bills but that decide() never routes to (embeddings: chosen by name).
         self._priced_only = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in priced_only}
         self.access = access
-        self.store = PolicyStore(redis, access.key_prefix, config.idempotency_ttl_s)
+        self.store = PolicyStore(redis, access.key_prefix, config.idempotency_ttl_s, access.timeout_s)
         self.keyring = KeyRing(config)
         self.replica = replica or ReplicaState(UsageLog(config.usage_log))
         self.usage_log = self.replica.usage_log

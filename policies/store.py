@@ -42,10 +42,13 @@ def limits_of(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
 
 
 class PolicyStore:
-    def __init__(self, redis: Redis, prefix: str, idempotency_ttl_s: int):
+    def __init__(self, redis: Redis, prefix: str, idempotency_ttl_s: int, call_timeout_s: float = 50.0):
+        """`call_timeout_s`: the deadline of one Redis call, every resend redis-py makes within it."""
         self.redis = redis
         self.keys = KeySpace(prefix)
         self.idempotency_ttl_s = idempotency_ttl_s
+        # an admission's mark outlives the resends of its call; 10 s for one still queued in Redis
+        self.admitted_mark_ms = int((call_timeout_s + 10) * 1000)
         self._admit = redis.register_script((_LUA / "admit.lua").read_text())
         self._settle = redis.register_script((_LUA / "settle.lua").read_text())
 
@@ -66,7 +69,7 @@ class PolicyStore:
                   -1 if budgets.daily_hard is None else budgets.daily_hard,
                   -1 if budgets.monthly_hard is None else budgets.monthly_hard,
                   held.id if held else "", reservation.cost_micro if reservation else 0,
-                  held.ttl_ms if held else 0])
+                  held.ttl_ms if held else 0, self.admitted_mark_ms])
         return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]))
 
     async def settle(self, tenant: Tenant, record: UsageRecord, charged_tokens: int,

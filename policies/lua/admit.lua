@@ -8,7 +8,8 @@
 --       9 this member's admitted marker
 -- ARGV: 1 member (unique per admit), 2 tokens to charge (prompt + n x max_tokens), 3 tenant rpm, 4 tenant tpm,
 --       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none),
---       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms
+--       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms,
+--       12 admitted marker ttl ms
 -- Returns {status, retry_after_ms, day_spend, month_spend, what}; status 0 ok, 1 rate limited, 2 budget
 -- (retry_after_ms 0 for a budget: it is spent until it resets; else live reservations may free it sooner).
 local WINDOW_MS = 60000
@@ -102,5 +103,5 @@ if ARGV[9] ~= '' and cost > 0 then
   redis.call('PEXPIRE', KEYS[7], ttl)
   redis.call('PEXPIRE', KEYS[8], ttl)
 end
-redis.call('SET', KEYS[9], '1', 'PX', WINDOW_MS)
+redis.call('SET', KEYS[9], '1', 'PX', ARGV[12])
 return {0, 0, day, month, ''}
