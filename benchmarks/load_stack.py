@@ -1,5 +1,5 @@
 """A throwaway stack for `python -m benchmarks.load --self-contained`: fake upstream processes
-(one per tier, with per-token latency) and a real `python -m gateway.serve` with two tenants,
+(one per tier, with per-token latency) and a real `python -m gateway.process` with two tenants,
 on loopback and the shared Redis under a unique prefix (deleted on stop)."""
 from __future__ import annotations
 

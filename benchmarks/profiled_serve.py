@@ -1,4 +1,4 @@
-"""One gateway process (`gateway.serve`, from whatever tree is on PYTHONPATH) profiled with
+"""One gateway process (`gateway.process`, from whatever tree is on PYTHONPATH) profiled with
 cProfile between SIGUSR1 (start) and SIGUSR2 (stop), so a profile covers the load alone, not the
 start. On SIGUSR2 it writes the pstats to argv[1] and, beside it (argv[1] + ".gc.json"), how long
 the cyclic garbage collector ran meanwhile per generation (GC time lands on whichever function
@@ -60,7 +60,7 @@ def main() -> int:
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
     sys.path.remove(str(Path(__file__).parent))  # run as a script: its folder would shadow gateway/
-    from gateway.serve import main as serve
+    from gateway.process import main as serve
     return serve(argv)
 
 

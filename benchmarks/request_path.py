@@ -26,9 +26,9 @@ KEY = "sk-request-path-" + uuid.uuid4().hex
 
 
 async def _measure() -> dict:
-    from gateway import handlers
+    from gateway.api import handlers
     from gateway.app import build_app, start_site
-    from gateway.classify import PromptLengthClassifier
+    from gateway.core.classify import PromptLengthClassifier
     from gateway.config import load_config
     from gateway.state import GatewayState
     from launcher.fake_upstream import start_fake

@@ -54,7 +54,7 @@ async def _ask(session: aiohttp.ClientSession, url: str, tenant: str, n: int) ->
 
 async def _run(workdir: Path) -> dict:
     from gateway.app import build_app, start_site
-    from gateway.classify import PromptLengthClassifier
+    from gateway.core.classify import PromptLengthClassifier
     from gateway.config import load_config
     from gateway.state import GatewayState
 

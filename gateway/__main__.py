@@ -1,7 +1,7 @@
 """`python -m gateway --config config/tiergate.yaml --port 8080 --workers N [--host H] [--insecure-open]`
 
 Listens on 127.0.0.1 by default. On any other address the config must have `tenants:`, unless
---insecure-open says to serve every endpoint open to anyone (gateway/exposure.py).
+--insecure-open says to serve every endpoint open to anyone (gateway/server/exposure.py).
 
 Runs N gateway processes sharing the port (SO_REUSEPORT; default one per core). Without a
 Redis URL in the config (or TIERGATE_REDIS_URL) it first starts an embedded Redis and gives
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     args = _args(argv)
     from .config import ConfigError, load_config
-    from .exposure import INSECURE_FLAG, refusal
+    from .server.exposure import INSECURE_FLAG, refusal
 
     try:
         config = load_config(args.config)
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         return 2
     embedded = None
     redis_url = args.redis_url or os.environ.get("TIERGATE_REDIS_URL") or config.redis.url
-    from .redis_conn import EmbeddedRedis, wants_embedded
+    from .server.redis_conn import EmbeddedRedis, wants_embedded
 
     if wants_embedded(config.redis, redis_url):
         embedded = EmbeddedRedis()
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     if args.workers > 1:
         metrics_dir = tempfile.mkdtemp(prefix="tiergate-metrics-")
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-    command = [sys.executable, "-m", "gateway.serve", "--config", args.config, "--host", args.host,
+    command = [sys.executable, "-m", "gateway.process", "--config", args.config, "--host", args.host,
                "--port", str(args.port)] + ([INSECURE_FLAG] if args.insecure_open else [])
     children = [subprocess.Popen(command, env=env) for _ in range(max(1, args.workers))]
     log.info("gateway: %d process(es) on %s:%d, Redis %s", len(children), args.host, args.port, redis_url)

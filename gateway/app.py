@@ -7,17 +7,18 @@ from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
 
 from wire.errors import OpenAIError
 
-from . import dropin, explain, handlers
-from .body import READ_PIECE
-from .context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
+from .dropin import routes as dropin
+from .api import explain, handlers
+from .core.body import READ_PIECE
+from .core.context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
 from .batches import api as batches_api
 from .batches.runner import BatchRunner
 from .console import routes as console
-from .metrics import METRICS
-from .openapi import openapi_endpoint
+from .core.metrics import METRICS
+from .api.openapi import openapi_endpoint
 from .quality import api as quality_api
-from .server_errors import GatewayRunner
-from .shutdown import finish_within
+from .server.errors import GatewayRunner
+from .server.shutdown import finish_within
 from .state import STATE, GatewayState
 
 _UNMETERED = {"/metrics", "/health"}

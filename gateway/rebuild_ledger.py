@@ -18,7 +18,7 @@ from policies.store import PolicyStore
 from typedconfig import ConfigError
 
 from .config import load_config
-from .redis_conn import connect
+from .server.redis_conn import connect
 
 RECONCILE_TIMEOUT_S = 10.0  # a rebuild is one-off work: give each Redis call more than a request gets
 

@@ -17,21 +17,21 @@ from dataclasses import replace
 import aiohttp
 from aiohttp import web
 
-from .affinity import AffinityIndex
-from .classify import Classifier, ClassifierSlot, load_classifier
+from .core.affinity import AffinityIndex
+from .core.classify import Classifier, ClassifierSlot, load_classifier
 from .config import Config, ConfigError, load_config
 from .console.activity import ActivityLog
-from .metrics import METRICS
-from .policy_seam import build_policy_service
-from .pool import Pools
+from .core.metrics import METRICS
+from .core.policy_seam import build_policy_service
+from .core.pool import Pools
 from .quality.monitor import QualityMonitor
-from .redis_conn import connect, effective_url
-from .shutdown import finish_within
-from .tier_capabilities import by_tier, read_card
-from .trace_spans import warn_if_changed
-from .services import Services, assemble
-from .transport import http_post
-from .upstream import open_upstream
+from .server.redis_conn import connect, effective_url
+from .server.shutdown import finish_within
+from .core.tier_capabilities import by_tier, read_card
+from .core.trace_spans import warn_if_changed
+from .core.services import Services, assemble
+from .core.transport import http_post
+from .core.upstream import open_upstream
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import sys
 
 def gateway_serve(config, port: int, host: str = "127.0.0.1") -> list[str]:
     """One gateway process (no supervisor, no embedded Redis)."""
-    return [sys.executable, "-m", "gateway.serve", "--config", str(config), "--host", host, "--port", str(port)]
+    return [sys.executable, "-m", "gateway.process", "--config", str(config), "--host", host, "--port", str(port)]
 
 
 def gateway_processes(config, port: int, workers: int | None = None, host: str = "127.0.0.1",

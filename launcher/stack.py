@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, stop)
     group, embedded = ProcessGroup(inherit_output=True), None
     try:
-        from gateway.redis_conn import EmbeddedRedis, wants_embedded
+        from gateway.server.redis_conn import EmbeddedRedis, wants_embedded
 
         redis_url = config.redis.url
         if wants_embedded(config.redis, redis_url):

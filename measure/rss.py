@@ -62,7 +62,7 @@ def describe(pid: int) -> dict:
     module, port = _flag(argv, "-m"), _flag(argv, "--port")
     known = {"backends.worker": ("worker", f"worker:{port}"),
              "launcher.fake_upstream": ("upstream", f"upstream:{port}"),
-             "gateway.serve": ("gateway", f"gateway:{port}"),
+             "gateway.process": ("gateway", f"gateway:{port}"),
              "gateway": ("gateway", f"gateway-supervisor:{port}"),
              "launcher": ("launcher", "stack-launcher")}
     if module in known:

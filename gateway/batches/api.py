@@ -13,10 +13,10 @@ from wire.errors import OpenAIError, bad_request
 
 from policies.redis_errors import REDIS_DOWN
 
-from ..body import read_body
-from ..context import CTX
+from ..core.body import read_body
+from ..core.context import CTX
 from ..state import STATE
-from ..storage_quota import files_quota
+from .storage_quota import files_quota
 from .files import PURPOSE_INPUT, FileStore
 from .jsonl import ENDPOINTS, check_endpoint, read_lines
 from .runner import stores

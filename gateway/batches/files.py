@@ -17,7 +17,7 @@ from pathlib import Path
 
 from wire.errors import OpenAIError
 
-from ..storage_quota import Quota, StorageQuota
+from .storage_quota import Quota, StorageQuota
 from .bodies import NAME, FileBodies
 
 log = logging.getLogger(__name__)

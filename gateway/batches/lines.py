@@ -14,8 +14,8 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
-from ..context import RequestContext
-from ..request import Call
+from ..core.context import RequestContext
+from ..core.request import Call
 from .jsonl import ENDPOINTS, BatchLine
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""OpenAPI descriptions of /v1/files and /v1/batches, merged into gateway.openapi.SPEC."""
+"""OpenAPI descriptions of /v1/files and /v1/batches, merged into gateway.api.openapi.SPEC."""
 from __future__ import annotations
 
 

@@ -18,8 +18,8 @@ import time
 from policies.redis_errors import REDIS_DOWN
 from wire.errors import OpenAIError
 
-from ..metrics import METRICS
-from ..storage_quota import files_quota
+from ..core.metrics import METRICS
+from .storage_quota import files_quota
 from .bodies import FileBodies
 from .files import PURPOSE_OUTPUT, FileStore
 from .jsonl import BatchLine, read_lines

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
-from ..policy_seam import OpenPolicy
+from ..core.policy_seam import OpenPolicy
 
 _CHALLENGE = {"WWW-Authenticate": 'Basic realm="tiergate console", charset="UTF-8"'}
 

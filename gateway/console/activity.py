@@ -22,7 +22,7 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from ..metrics import Counter
+from ..core.metrics import Counter
 
 log = logging.getLogger(__name__)
 FLUSH_S = 1.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from .. import metrics
+from ..core import metrics
 from . import promtext
 
 WINDOW_MINUTES = 60

@@ -21,9 +21,9 @@ from wire.errors import OpenAIError, bad_request
 
 from policies.redis_errors import REDIS_DOWN
 
-from ..body import read_body
-from ..context import CTX
-from ..explain import explain_route
+from ..core.body import read_body
+from ..core.context import CTX
+from ..api.explain import explain_route
 from ..state import STATE
 from .access import require_console_access
 from .overview import overview
@@ -126,7 +126,7 @@ def add_routes(app: web.Application) -> None:
 
 
 def describe(json_body, error_schema: dict) -> dict:
-    """The console's paths for /openapi.json (merged into gateway/openapi.py's SPEC)."""
+    """The console's paths for /openapi.json (merged into gateway/api/openapi.py's SPEC)."""
     denied = {"401": json_body(error_schema, "Not the admin key (with tenants configured); carries a Basic challenge")}
     page = {"description": "The console page", "content": {"text/html": {"schema": {"type": "string"}}}}
     security = [{"apiKey": []}, {"basic": []}, {}]

@@ -15,8 +15,8 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
-from ..body import read_bytes
-from ..policy_seam import OpenPolicy
+from ..core.body import read_bytes
+from ..core.policy_seam import OpenPolicy
 from ..state import STATE
 from .hotswap import version_of
 from .monitor import top_tier

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..classify import Classifier, ClassifierSlot, OnnxComplexityClassifier
+from ..core.classify import Classifier, ClassifierSlot, OnnxComplexityClassifier
 from . import metrics
 
 log = logging.getLogger(__name__)

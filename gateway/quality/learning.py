@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..classify import ClassifierSlot, OnnxComplexityClassifier
+from ..core.classify import ClassifierSlot, OnnxComplexityClassifier
 from ..config import Config
 from . import metrics
 

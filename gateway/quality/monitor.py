@@ -15,11 +15,11 @@ import random
 import time
 from typing import Callable
 
-from ..classify import ClassifierSlot
+from ..core.classify import ClassifierSlot
 from ..config import Config
-from ..metrics import METRICS
-from ..request import GatewayRequest
-from ..upstream import Opener
+from ..core.metrics import METRICS
+from ..core.request import GatewayRequest
+from ..core.upstream import Opener
 from . import metrics
 from .config import QualityConfig
 from .controller import Controller

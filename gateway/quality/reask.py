@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..config import Config
-from ..upstream import PATHS, Ask, Opener
+from ..core.upstream import PATHS, Ask, Opener
 from .checks import Answer
 from .sample import Sample, parse_whole
 

@@ -1,7 +1,7 @@
 """Chaos tests run in-process gateways with the deterministic prompt-length classifier."""
 import pytest
 
-from gateway.classify import PromptLengthClassifier
+from gateway.core.classify import PromptLengthClassifier
 
 
 @pytest.fixture

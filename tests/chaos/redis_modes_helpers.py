@@ -11,7 +11,7 @@ import aiohttp
 from prometheus_client import REGISTRY
 
 from gateway.config import RedisConfig
-from gateway.redis_conn import connect
+from gateway.server.redis_conn import connect
 from policies.keys import hash_key
 from policies.store import PolicyStore
 from policies.usage_log import read_records

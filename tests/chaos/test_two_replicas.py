@@ -46,7 +46,7 @@ def replica_config(upstreams: list[str], log_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """Two gateway processes (`python -m gateway.serve`) on one config and one Redis prefix, in front
+    """Two gateway processes (`python -m gateway.process`) on one config and one Redis prefix, in front
     of two fake-upstream processes."""
     with Stack(tmp_path_factory.mktemp("replicas"), "chaos") as running:
         running.start_gateways(replica_config(running.start_upstreams(2), running.tmp / "usage"), count=2)

@@ -4,7 +4,7 @@ mixed load. Afterwards nothing is left behind: the gateway holds no request, eve
 engine is idle (no running or waiting sequence, no KV block held by a sequence; freed prefix-cache
 blocks count as free in kv_cache_usage_ratio) and the Redis spend ledger equals the usage log.
 
-What a client may see when a worker dies (gateway/upstream.py, gateway/relay.py docstrings):
+What a client may see when a worker dies (gateway/core/upstream.py, gateway/core/relay.py docstrings):
 - a non-streamed request is retried on the other worker before any byte reaches the client, so
   it is always a 200 with a whole answer;
 - a stream that already started on the dead worker is cut: HTTP 200, then an OpenAI error event

@@ -13,7 +13,7 @@ from launcher import prometheus as local_prometheus
 from launcher.workers import worker_targets
 from tests.support import Pending, free_port, wait_for
 from gateway.app import build_app, start_site
-from gateway.classify import PromptLengthClassifier
+from gateway.core.classify import PromptLengthClassifier
 from gateway.config import load_config
 from gateway.state import GatewayState
 from tests.gateway.gw_helpers import tier

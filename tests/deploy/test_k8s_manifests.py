@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 
 from gateway.config import parse_config
-from gateway.exposure import INSECURE_FLAG, refusal
+from gateway.server.exposure import INSECURE_FLAG, refusal
 from gateway.quality.config import QualityConfig
 
 from .manifests import (BASE, HA_DOCS, HA_INSTALL, K8S, NAMESPACE, container_named, containers, gateway_config, of, one,

@@ -1,14 +1,14 @@
 """Requests the HTTP parser refuses (a header line over the limit, too many headers, a request
 line over the limit, garbage) get an OpenAI JSON error from a real gateway process, its log
 gets one line without a traceback or the offending bytes (an oversized Authorization value
-included), and the process keeps serving. Limits: gateway/server_errors.py."""
+included), and the process keeps serving. Limits: gateway/server/errors.py."""
 from __future__ import annotations
 
 import json
 import socket
 import uuid
 
-from gateway.server_errors import MAX_HEADER_FIELD, MAX_HEADERS, MAX_REQUEST_LINE
+from gateway.server.errors import MAX_HEADER_FIELD, MAX_HEADERS, MAX_REQUEST_LINE
 
 from tests.fuzz.fuzz_stack import TENANT_KEY, Response, assert_openai_error
 

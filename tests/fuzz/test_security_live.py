@@ -79,6 +79,6 @@ def test_body_over_limit_is_413_before_auth_work(stack):
     for key in (TENANT_KEY, None):
         assert assert_openai_error(stack.post_json("/v1/completions", big, key=key), 413)["code"] == "request_too_large"
     assert stack.healthy()
-    # malformed-header requests are answered by gateway/server_errors.py with one log line;
+    # malformed-header requests are answered by gateway/server/errors.py with one log line;
     # no traceback may come from the gateway's own code or its last-resort 500 handler
     assert "unhandled error" not in stack.logs() and 'File "' + str(ROOT / "gateway") not in stack.logs()

@@ -3,7 +3,7 @@ test passes another; the shared fixtures (fakes, gateway, http, redis_prefix) li
 tests/conftest.py."""
 import pytest
 
-from gateway.classify import PromptLengthClassifier
+from gateway.core.classify import PromptLengthClassifier
 from tests.gateway.e2e_stack import e2e_stack, tier
 
 

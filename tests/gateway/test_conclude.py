@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gateway.handlers import serve
+from gateway.api.handlers import serve
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.gw_helpers import base_config, tier

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from gateway.config import ConfigError, load_config, parse_config
-from gateway.metrics import METRICS
+from gateway.core.metrics import METRICS
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
 

@@ -1,14 +1,14 @@
 """config/REFERENCE.md is generated from the dataclasses that parse the config, and committed current."""
 from pathlib import Path
 
-from gateway.config_reference import reference
+from gateway.config.reference import reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_committed_reference_is_current():
     committed = (ROOT / "config" / "REFERENCE.md").read_text()
-    assert committed == reference(), "run: python -m gateway.config_reference > config/REFERENCE.md"
+    assert committed == reference(), "run: python -m gateway.config.reference > config/REFERENCE.md"
 
 
 def test_reference_lists_every_section_with_type_default_and_meaning():

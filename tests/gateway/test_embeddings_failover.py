@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from gateway.metrics import METRICS
+from gateway.core.metrics import METRICS
 from tests.gateway.gw_helpers import base_config, tier
 
 

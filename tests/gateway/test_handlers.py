@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.handlers import serve
+from gateway.api.handlers import serve
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.gateway.recording_policy import RecordingPolicy

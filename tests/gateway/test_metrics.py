@@ -6,7 +6,7 @@ import re
 import openai
 import prometheus_client
 
-from gateway.metrics import Counter, Histogram
+from gateway.core.metrics import Counter, Histogram
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.metrics import metric
 
@@ -49,7 +49,7 @@ async def test_metrics_account_tokens_cost_and_latency(fakes, gateway, redis_pre
 
 
 def test_labels_children_are_remembered_and_count_like_prometheus_clients():
-    """gateway/metrics.py's labels() hands back the same child per label values, and what it counts
+    """gateway/core/metrics.py's labels() hands back the same child per label values, and what it counts
     reaches the registry exactly as prometheus_client's own labels() would."""
     registry = prometheus_client.CollectorRegistry()
     served = Counter("t_served_total", "served", ["tier", "status"], registry=registry)

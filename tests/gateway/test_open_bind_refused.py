@@ -1,4 +1,4 @@
-"""Secure by default, as a process: `python -m gateway.serve` on a reachable address without
+"""Secure by default, as a process: `python -m gateway.process` on a reachable address without
 `tenants:` exits 2 with one line that says why and how to proceed; with --insecure-open it
 serves, and says so in a warning."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ ROOT = Path(__file__).parents[2]
 
 
 def _serve(config: Path, port: int, *flags: str) -> list[str]:
-    return [sys.executable, "-m", "gateway.serve", "--config", str(config), "--host", "0.0.0.0",
+    return [sys.executable, "-m", "gateway.process", "--config", str(config), "--host", "0.0.0.0",
             "--port", str(port), *flags]
 
 

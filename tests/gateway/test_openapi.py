@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate
 
-from gateway.openapi import SPEC
+from gateway.api.openapi import SPEC
 from tests.gateway.gw_helpers import base_config, tier
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from gateway.config import Breaker, parse_config
-from gateway.pool import Backend, Pools, TierPool
+from gateway.core.pool import Backend, Pools, TierPool
 from tests.gateway.gw_helpers import base_config, tier
 
 BREAKER = Breaker(failure_threshold=2, open_s=5.0)

@@ -7,7 +7,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import SentinelConnectionPool
 
 from gateway.config import parse_config
-from gateway.redis_conn import connect, wants_embedded
+from gateway.server.redis_conn import connect, wants_embedded
 from tests.gateway.gw_helpers import tier
 
 TIERS = [tier("small", 1, ["http://127.0.0.1:9"])]

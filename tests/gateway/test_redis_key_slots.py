@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
-from gateway.affinity import prefix_keys
+from gateway.core.affinity import prefix_keys
 from gateway.batches.files import FileStore
 from gateway.batches.store import BatchStore
 from gateway.config import Affinity
 from gateway.quality.store import keys as quality_keys
-from gateway.storage_quota import StorageQuota
+from gateway.batches.storage_quota import StorageQuota
 from policies.keyspace import KeySpace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,13 +77,13 @@ def quality_groups(_tenant: str) -> list[list[str]]:
 # outcome stream, the active-batch set) need no shared slot and so have no group.
 BUILDERS = {
     "policies/keyspace.py": policies_groups,
-    "gateway/storage_quota.py": storage_groups,
+    "gateway/batches/storage_quota.py": storage_groups,
     "gateway/batches/files.py": files_groups,
     "gateway/batches/store.py": batches_groups,
-    "gateway/affinity.py": affinity_groups,
+    "gateway/core/affinity.py": affinity_groups,
     "gateway/quality/store.py": quality_groups,
     "gateway/quality/learning.py": None,
-    "gateway/response_store.py": None,
+    "gateway/dropin/response_store.py": None,
     "gateway/batches/runner.py": None,
     "gateway/console/activity.py": None,
 }
@@ -115,7 +115,7 @@ def test_keys_of_one_call_share_a_slot(module):
             assert all("{" in key and "}" in key.split("{", 1)[1] for key in group), group
 
 
-@pytest.mark.parametrize("module", ["policies/keyspace.py", "gateway/storage_quota.py", "gateway/batches/files.py",
+@pytest.mark.parametrize("module", ["policies/keyspace.py", "gateway/batches/storage_quota.py", "gateway/batches/files.py",
                                     "gateway/batches/store.py"])
 def test_tenant_keys_are_tagged_by_their_tenant(module):
     """Tenants spread over the Cluster's masters: their keys hash by the tenant's name alone."""

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gateway.handlers import build_request
-from gateway.relay import MAX_REPORTED_TOKENS, Delivery, relay, reported_in
+from gateway.api.handlers import build_request
+from gateway.core.relay import MAX_REPORTED_TOKENS, Delivery, relay, reported_in
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
 from tests.support.in_process import chat_call, services_for

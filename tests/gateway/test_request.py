@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.context import RequestContext
-from gateway.handlers import build_request
-from gateway.request import Call, max_tokens_asked, max_tokens_on, parse
+from gateway.core.context import RequestContext
+from gateway.api.handlers import build_request
+from gateway.core.request import Call, max_tokens_asked, max_tokens_on, parse
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.in_process import chat_call, services_for

@@ -129,7 +129,7 @@ def test_streamed_function_call(stack):
 def test_stored_response_expires_and_is_scoped_to_its_tenant(stack):
     import redis
 
-    from gateway.response_store import STORE_TTL_S
+    from gateway.dropin.response_store import STORE_TTL_S
     from tests.support import SHARED_REDIS
 
     with stack.openai() as client:

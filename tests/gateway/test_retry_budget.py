@@ -3,7 +3,7 @@ second, on a clock the test moves."""
 from __future__ import annotations
 
 from gateway.config import Failover
-from gateway.retry_budget import WINDOW_S, RetryBudget
+from gateway.core.retry_budget import WINDOW_S, RetryBudget
 
 
 def test_retry_budget_is_a_share_of_recent_requests_plus_a_reserve():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import AUTO
-from gateway.request import max_tokens_asked, parse
-from gateway.routing import plan_route
+from gateway.core.request import max_tokens_asked, parse
+from gateway.core.routing import plan_route
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.in_process import chat_call, services_for

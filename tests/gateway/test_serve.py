@@ -1,10 +1,10 @@
-"""gateway/serve.py: a started process settles its garbage collector (startup's objects frozen out
+"""gateway/process.py: a started process settles its garbage collector (startup's objects frozen out
 of every collection, young collections less often)."""
 from __future__ import annotations
 
 import gc
 
-from gateway.serve import YOUNG_COLLECTION_THRESHOLD, settle_collector
+from gateway.process import YOUNG_COLLECTION_THRESHOLD, settle_collector
 
 
 def test_settled_collector_skips_startup_objects_and_collects_young_ones_less_often():

@@ -1,10 +1,10 @@
-"""The Services snapshot (gateway/services.py) as the process publishes it: a reload hands new
+"""The Services snapshot (gateway/core/services.py) as the process publishes it: a reload hands new
 requests a new snapshot, and one already taken is never changed under a request in flight."""
 from __future__ import annotations
 
 import yaml
 
-from gateway.classify import PromptLengthClassifier
+from gateway.core.classify import PromptLengthClassifier
 from gateway.config import load_config
 from gateway.state import GatewayState
 from tests.gateway.gw_helpers import base_config, tier

@@ -9,8 +9,8 @@ import json
 import openai
 import pytest
 
-from gateway.accounting import ROUTED
-from gateway.metrics import METRICS
+from gateway.core.accounting import ROUTED
+from gateway.core.metrics import METRICS
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.gw_helpers import base_config, tier

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from gateway.shutdown import finish_within
+from gateway.server.shutdown import finish_within
 
 
 async def test_a_stuck_step_is_cut_at_its_deadline_and_named(caplog):

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.storage_quota import Quota, StorageQuota
+from gateway.batches.storage_quota import Quota, StorageQuota
 from tests.support import SHARED_REDIS
 from wire.errors import OpenAIError
 

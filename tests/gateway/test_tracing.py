@@ -12,8 +12,8 @@ from aiohttp import web
 from opentelemetry import trace
 
 from gateway.config import parse_config
-from gateway.config_tracing import TracingConfig
-from gateway.trace_spans import start as start_tracing
+from gateway.config.tracing import TracingConfig
+from gateway.core.trace_spans import start as start_tracing
 from launcher.otlp_sink import start_sink
 from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import Pending, wait_for

@@ -6,7 +6,7 @@ import pytest
 
 from backends.worker import build_parser
 from gateway.config import ConfigError, parse_config
-from gateway.config_tracing import TracingConfig
+from gateway.config.tracing import TracingConfig
 from webwire.trace_flags import FLAGS, as_flags, from_args
 from webwire.tracing import Exporting
 
@@ -49,7 +49,7 @@ def test_every_tracing_setting_reaches_the_workers_the_launcher_starts():
 
 
 def test_a_reload_that_changes_tracing_says_it_waits_for_a_restart(caplog):
-    from gateway.trace_spans import warn_if_changed
+    from gateway.core.trace_spans import warn_if_changed
 
     warn_if_changed(TracingConfig(), TracingConfig())
     assert "tracing" not in caplog.text

@@ -1,10 +1,10 @@
-"""The transport seam (gateway/transport.py): aiohttp's post with the configured timeouts bound."""
+"""The transport seam (gateway/core/transport.py): aiohttp's post with the configured timeouts bound."""
 from __future__ import annotations
 
 import aiohttp
 import pytest
 
-from gateway.transport import http_post
+from gateway.core.transport import http_post
 
 
 async def test_a_post_before_the_gateway_started_says_so():

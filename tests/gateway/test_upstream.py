@@ -12,9 +12,9 @@ from collections import Counter
 import aiohttp
 import pytest
 
-from gateway.handlers import build_request
-from gateway.metrics import METRICS
-from gateway.upstream import PATHS, Ask, Tried, open_upstream
+from gateway.api.handlers import build_request
+from gateway.core.metrics import METRICS
+from gateway.core.upstream import PATHS, Ask, Tried, open_upstream
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.in_process import chat_call, services_for

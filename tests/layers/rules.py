@@ -39,9 +39,9 @@ ENTRY_POINTS = {"launcher", "benchmarks", "tests"}  # the only importers of laun
 # Inside the engine, structured output and quantization stand alone, and the model knows a
 # sequence but not the loop (core) that schedules it.
 INNER = [
-    ("gateway.console", "gateway.handlers", None),
+    ("gateway.console", "gateway.api.handlers", None),
     ("gateway.console", "gateway.app", None),
-    ("gateway.quality", "gateway.handlers", None),
+    ("gateway.quality", "gateway.api.handlers", None),
     ("gateway.quality", "gateway.app", None),
     ("backends.engine", "backends", "backends.engine"),
     ("backends.engine.structured", "backends.engine", "backends.engine.structured"),

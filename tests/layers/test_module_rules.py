@@ -1,5 +1,5 @@
 """Rules below the package level, read from every import (lazy and relative ones included):
-gateway/console and gateway/quality never import gateway.handlers or gateway.app; backends/engine
+gateway/console and gateway/quality never import gateway.api.handlers or gateway.app; backends/engine
 never imports the rest of backends; no module takes another's private name, nor reads another's
 private attribute; no test module imports another; every import of ours names a module that
 exists; and no modules import each other in a circle, however late or only for type checking."""
@@ -71,7 +71,7 @@ def test_known_exceptions_are_still_needed():
 
 
 PLANTED = {  # file -> one bad arrow of each kind
-    "gateway/console/widget.py": "from ..handlers import STATE\n",  # relative, against an inner rule
+    "gateway/console/widget.py": "from ..api.handlers import STATE\n",  # relative, against an inner rule
     "gateway/quality/score.py": "def f():\n    from gateway import app\n",  # lazy, against an inner rule
     "backends/engine/step.py": "from backends.worker import build_parser\n",
     "backends/engine/runner.py": "from .sampler import _draw\n",  # private, across modules
@@ -80,7 +80,7 @@ PLANTED = {  # file -> one bad arrow of each kind
     "gateway/gone.py": "from gateway.no_such_module import x\n",
 }
 CLEAN = {  # arrows the same rules allow
-    "gateway/console/page.py": "from ..metrics import METRICS\nfrom . import widget\n",
+    "gateway/console/page.py": "from ..core.metrics import METRICS\nfrom . import widget\n",
     "backends/engine/sampler.py": "from .config import EngineConfig\nfrom backends.engine import runner\n",
     "backends/worker.py": "from backends.engine import step\nfrom .engine.sampler import sample\n",
     "tests/kernels/test_c.py": "from tests.backends.models import tiny\nfrom .helpers import build\n",
@@ -101,7 +101,7 @@ def plant(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.fixture
 def planted(tmp_path):
-    return plant(tmp_path, {**PLANTED, **CLEAN, "gateway/metrics.py": "", "gateway/handlers.py": "",
+    return plant(tmp_path, {**PLANTED, **CLEAN, "gateway/core/metrics.py": "", "gateway/api/handlers.py": "",
                             "gateway/app.py": "", "backends/engine/config.py": "", "tests/backends/test_a.py": "",
                             "tests/backends/models.py": "", "tests/kernels/helpers.py": "",
                             "tests/gateway/conftest.py": ""})
@@ -112,7 +112,7 @@ def test_the_checks_reject_a_planted_bad_arrow_of_each_kind(planted):
     rejected = {str(v).split(":")[0]: v.why for v in [*inner_violations(found), *private_violations(found, ours),
                                                      *cross_test_violations(found), *unresolved(found, ours, planted)]}
     assert rejected == {
-        "gateway/console/widget.py": "gateway.console never imports gateway.handlers",
+        "gateway/console/widget.py": "gateway.console never imports gateway.api.handlers",
         "gateway/quality/score.py": "gateway.quality never imports gateway.app",
         "backends/engine/step.py": "backends.engine never imports backends",
         "backends/engine/runner.py": "takes the private _draw",

@@ -1,4 +1,4 @@
-"""Every repo path named in code, comments and docs exists: `gateway/relay.py`, `docs/batches.md`,
+"""Every repo path named in code, comments and docs exists: `gateway/core/relay.py`, `docs/batches.md`,
 `python -m benchmarks.soak`. A name is read from where it stands: from the repo root, from the
 naming file's folder or a folder above it, or, in tests/<package>/, from <package>/ (the tests
 mirror it: `engine/quant/quantize.py` in tests/backends is backends/engine/quant/quantize.py)."""
@@ -69,7 +69,7 @@ def test_every_named_path_exists():
 
 def test_the_check_sees_a_dead_name():
     here = ROOT / "tests" / "backends" / "test_x.py"
-    text = ("see gateway/relay.py and gateway/no_such_file.py; engine/quant/quantize.py is backends'; "
+    text = ("see gateway/core/relay.py and gateway/no_such_file.py; engine/quant/quantize.py is backends'; "
             "train/validation/test.jsonl is prose; https://example.com/gateway/x.py is a URL")
     assert dead_paths(text, here) == ["gateway/no_such_file.py"]
     assert dead_modules("python -m benchmarks.soak; python -m benchmarks.gone; python -m pip", {"benchmarks"}) \

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from measure.open_loop import meets_slo, run_at
-from gateway.classify import PromptLengthClassifier
+from gateway.core.classify import PromptLengthClassifier
 from tests.support import SHARED_REDIS
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from classifier.decision import level_from_probs
-from gateway.policy_seam import OpenPolicy
+from gateway.core.policy_seam import OpenPolicy
 from policies.config import TenantPolicy
 from policies.decision import BASE_THRESHOLDS, decide_route, effective_thresholds, level_for, tier_index_for_level
 from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind

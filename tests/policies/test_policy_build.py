@@ -8,7 +8,7 @@ import pytest
 from redis.exceptions import RedisError
 
 from gateway.config import ConfigError, parse_config
-from gateway.policy_seam import build_policy_service
+from gateway.core.policy_seam import build_policy_service
 from policies.keys import hash_key
 from policies.service import PolicyService, RedisAccess, RedisUnavailable
 

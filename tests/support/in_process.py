@@ -1,18 +1,18 @@
 """The gateway's request path in this process, with no server on either side: the services
-`gateway/services.py` assembles for a config dict, around a scripted transport
+`gateway/core/services.py` assembles for a config dict, around a scripted transport
 (tests/support/scripted_transport.py), with the real policy (Redis when the config names
 tenants) and the deterministic prompt-length classifier unless a test passes another."""
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from gateway.classify import ClassifierSlot, PromptLengthClassifier
+from gateway.core.classify import ClassifierSlot, PromptLengthClassifier
 from gateway.config import parse_config
-from gateway.context import RequestContext
-from gateway.policy_seam import build_policy_service
+from gateway.core.context import RequestContext
+from gateway.core.policy_seam import build_policy_service
 from gateway.quality.monitor import QualityMonitor
-from gateway.request import Call
-from gateway.services import Services, assemble
+from gateway.core.request import Call
+from gateway.core.services import Services, assemble
 from tests.support import SHARED_REDIS
 
 

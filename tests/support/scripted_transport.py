@@ -1,4 +1,4 @@
-"""A transport (gateway/transport.py's `Post`) that answers from a script, in this process:
+"""A transport (gateway/core/transport.py's `Post`) that answers from a script, in this process:
 tests of routing, failover and billing without a server. `script(sent)` returns the `Reply`
 for each POST, or raises what the connection would (a refused connection, a timeout)."""
 from __future__ import annotations

@@ -94,7 +94,7 @@ class Stack:
     def start_gateways(self, doc: dict, count: int = 1, supervised: bool = False) -> list[str]:
         """`count` gateway processes on one config: `doc`, on this stack's Redis prefix unless its own
         redis section says otherwise. `supervised`: `python -m gateway` (one serving process under
-        the supervisor, metrics aggregated), else `python -m gateway.serve`. Their URLs."""
+        the supervisor, metrics aggregated), else `python -m gateway.process`. Their URLs."""
         def start() -> list[str]:
             config = self.tmp / f"tiergate-{len(self.configs)}.yaml"
             self.configs.append(config)

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from tests.gateway.batches.batch_helpers import batch_config, client, finished, jsonl, lines_of, submit, until, usage_of
 from tests.gateway.gw_helpers import tier
-from gateway.metrics import METRICS
+from gateway.core.metrics import METRICS
 from tests.support import SHARED_REDIS, wait_for
 
 

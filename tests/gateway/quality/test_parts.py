@@ -95,7 +95,7 @@ async def test_quality_endpoint_needs_the_admin_key_with_policies(fakes, gateway
         is_admin: bool = False
 
     class KeyedPolicy:
-        from gateway.policy_seam import OpenPolicy as _Open
+        from gateway.core.policy_seam import OpenPolicy as _Open
         _open = _Open()
 
         def authenticate(self, authorization):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gateway.classify import ClassifierSlot, load_classifier
+from gateway.core.classify import ClassifierSlot, load_classifier
 from gateway.quality.learning import OutcomeLearner
 from tests.gateway.quality.quality_helpers import EASY, two_tier_config
 from tests.support import wait_for

@@ -1,0 +1,1 @@
+"""What an admin key sees that a tenant does not."""

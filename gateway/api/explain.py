@@ -1,0 +1,61 @@
+"""/v1/route: the decision for a request without generating it (the console's explorer asks too)."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from ..core.context import CTX, RequestContext, credentials
+from ..core.body import read_authenticated
+from ..core.request import max_tokens_asked, parse
+from ..core.routing import plan_route
+from ..core.services import Services
+from ..state import STATE
+from ..core.upstream import choose
+
+
+async def route_dry_run(request: web.Request) -> web.Response:
+    """Every step of the decision, routed_by, and the worker that would be chosen."""
+    services = request.app[STATE].services
+    tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
+                                            lambda: services.sinks.policy.authenticate(credentials(request)))
+    about, headers = await explain_route(services, tenant, body, request[CTX])
+    return web.json_response(about, headers=headers)
+
+
+async def explain_route(services: Services, tenant, body: dict, ctx: RequestContext) -> tuple[dict, dict[str, str]]:
+    """/v1/route's answer for `body` as `tenant` would send it, and the headers it carries."""
+    config = services.config
+    parsed = parse("chat" if "messages" in body else "completion", body)
+    route = plan_route(services.router, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
+    pick, keys = await choose(services.upstreams, config, route, route.tier, set())
+    c, decision = route.classification, route.decision
+    about = {
+        "object": "tiergate.route",
+        "requested_model": route.requested_model,
+        "tier": route.tier.name,
+        "model": route.tier.model,
+        "routed_by": decision.routed_by.value,
+        "classifier": _classifier(c),
+        "p_good": _by_level(c.p_good) if c and c.p_good else None,
+        "steps": decision.explain(),
+        "capabilities": services.router.capabilities[route.tier.name].as_dict(),
+        "priority": decision.priority,
+        "max_tokens_cap": decision.max_tokens_cap,
+        "backend": pick.backend.url if pick else None,
+        "affinity": (pick.affinity if keys else "none") if pick else None,
+        "tenant": tenant.name,
+    }
+    return about, ctx.headers(route.tier, pick.backend.label if pick else "none")
+
+
+def _by_level(values: list[float]) -> dict[str, float]:
+    return {str(level): round(v, 4) for level, v in enumerate(values, start=1)}
+
+
+def _classifier(c) -> dict | None:
+    """The classifier's level and scores; with outcome models, its own scores and the evidence behind p_good."""
+    if c is None:
+        return None
+    about = {"name": c.classifier, "tier": c.tier, "scores": c.scores}
+    if c.p_good is not None:
+        about.update(prior_scores=c.prior, evidence=_by_level(c.evidence))
+    return about

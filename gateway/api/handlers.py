@@ -1,0 +1,190 @@
+"""HTTP handlers for the OpenAI endpoints (and `serve`, the one request path), models, usage, health
+and metrics."""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import nullcontext
+from dataclasses import replace
+
+from aiohttp import web
+
+from webwire.tracing import span
+from wire.errors import OpenAIError, bad_request
+
+from ..core import metrics
+from ..admin.view import sees_everything
+from ..core.context import CTX, RequestContext, credentials
+from ..config import AUTO
+from .embeddings import plan_embeddings_route
+from ..core.conclude import Admitted, conclude
+from ..core.body import read_authenticated
+from ..core.request import Call, GatewayRequest, max_tokens_asked, parse
+from ..core.policy_seam import OpenPolicy
+from ..core.relay import Delivery, relay
+from ..core.routing import plan_route
+from ..core.services import Services
+from ..state import STATE
+
+# The endpoints that serve each kind of tier (a tier's `task`); what /v1/models tells clients.
+ENDPOINTS = {"generate": ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
+             "embed": ("/v1/embeddings",)}
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    return await generate(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    return await generate(request, "completion")
+
+
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    return await generate(request, "embeddings")
+
+
+async def generate(request: web.Request, kind: str, *, body: dict | None = None, tenant=None,
+                   shaper=None) -> web.StreamResponse:
+    """An HTTP request on the one request path: authenticate from the headers, then read the
+    body (nothing is read for a caller without a key), then `serve`.
+
+    Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
+    the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
+    streamed chunk) into their own wire format."""
+    services = request.app[STATE].services  # one snapshot for the whole request, whatever a reload does meanwhile
+    policy = services.sinks.policy
+    try:
+        if body is None:
+            tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
+                                                    lambda: policy.authenticate(credentials(request)))
+        tenant = tenant or policy.authenticate(credentials(request))
+    except OpenAIError as refusal:
+        await count_refusal(policy, request, tenant, refusal)
+        raise
+    return await serve(services, Call(request[CTX], tenant, kind, body), Delivery(request, shaper))
+
+
+async def serve(services: Services, call: Call, delivery: Delivery = Delivery(), gate=None) -> web.StreamResponse:
+    """parse -> route -> admit -> relay -> conclude(outcome), for an authenticated tenant.
+
+    Without `delivery.to` (a batch line) only whole answers are possible. `gate(tier)` is held
+    from admission to the end (batch lines: wait for spare capacity on the routed tier)."""
+    policy, ctx, tenant = services.sinks.policy, call.ctx, call.tenant
+    try:
+        request = build_request(services, call)
+        if request.stream and delivery.to is None:
+            raise bad_request("'stream' needs a client connection to stream to", param="stream")
+    except OpenAIError as refusal:
+        await charge_refusal(policy, ctx, tenant, refusal)
+        raise
+    async with gate(request.route.tier) if gate is not None else nullcontext():
+        try:
+            with span("admit"):
+                admission = await policy.admit(tenant, request.id, request.route.estimated_prompt_tokens,
+                                               request.max_tokens_reserved, n=request.n,
+                                               answers=request.answers_billed,
+                                               tiers=[t.name for t in request.reach],
+                                               client_request_id=ctx.client_request_id)
+        except OpenAIError as refusal:
+            refusal.headers.update(ctx.headers(request.route.tier))
+            raise
+        sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
+        tap = sample.tap if sample is not None else None
+        outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap))
+        await conclude(outcome, Admitted(request, admission, sample), services.sinks)
+    return outcome.deliver(ctx)
+
+
+def build_request(services: Services, call: Call) -> GatewayRequest:
+    """The one typed request: parsed, routed, and with what it may generate settled once."""
+    config, kind = services.config, call.kind
+    parsed = parse(kind, call.body)
+    if kind == "embeddings":
+        route = plan_embeddings_route(config, call.tenant, parsed)
+        max_tokens, stream, include_usage = 0, False, False
+    else:
+        max_tokens = max_tokens_asked(parsed, config)
+        route = plan_route(services.router, config, call.tenant, parsed, call.body, max_tokens)
+        stream, include_usage = parsed.params.stream, parsed.params.include_usage
+    if call.priority is not None:
+        route = replace(route, decision=replace(route.decision, priority=call.priority))
+    return GatewayRequest(call.ctx, kind, call.tenant, parsed, call.body, route, config, max_tokens, stream,
+                          include_usage)
+
+
+async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
+    """`charge_refusal` for an HTTP request whose tenant may not be known yet."""
+    if tenant is None:
+        try:
+            tenant = policy.authenticate(credentials(request))
+        except OpenAIError:
+            return  # no tenant to count it against
+    await charge_refusal(policy, request[CTX], tenant, refusal)
+
+
+async def charge_refusal(policy, ctx: RequestContext, tenant, refusal: OpenAIError) -> None:
+    """A refused request still counts against its tenant's request rate, so a flood of bad
+    requests is limited like any other: past the limit its 429 replaces the refusal."""
+    if refusal.status in (401, 429) or refusal.status >= 500:
+        return
+    try:
+        await policy.admit(tenant, ctx.request_id, 0, 0)
+    except OpenAIError as limit:
+        if limit.status == 429:
+            raise limit from None
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """Every name a client may send, and for each the endpoints that serve it."""
+    state = request.app[STATE]
+    config = state.config
+    state.policy.authenticate(request.headers.get("Authorization"))
+    entries = [_model(AUTO, {"kind": "auto", "endpoints": list(ENDPOINTS["generate"])})]
+    for tier in (*config.tiers, *config.embedding_tiers):
+        entries.append(_model(tier.name, {"kind": "tier", "task": tier.task, "model": tier.model, "level": tier.level,
+                                          "endpoints": list(ENDPOINTS[tier.task]),
+                                          "price_per_mtok": {"input": tier.price_per_mtok.input,
+                                                             "output": tier.price_per_mtok.output}}))
+    for model in dict.fromkeys(t.model for t in (*config.tiers, *config.embedding_tiers)):
+        if model not in {e["id"] for e in entries}:
+            tier = config.tier(config.resolve_model(model)) or config.embedding_tier(model)
+            entries.append(_model(model, {"kind": "model", "tier": tier.name, "endpoints": list(ENDPOINTS[tier.task])}))
+    for alias, target in config.aliases.items():
+        tier = config.tier(target)
+        entries.append(_model(alias, {"kind": "alias", "target": target,
+                                      "endpoints": list(ENDPOINTS[tier.task if tier else "generate"])}))
+    return web.json_response({"object": "list", "data": entries})
+
+
+def _model(name: str, about: dict) -> dict:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "tiergate", "tiergate": about}
+
+
+async def health(request: web.Request) -> web.Response:
+    """Liveness for anyone (probes); the workers behind it only for the admin key (admin_view.py)."""
+    state = request.app[STATE]
+    if not sees_everything(request, state):
+        return web.json_response({"status": "ok"})
+    now = time.monotonic()
+    backends = {b.url: {"healthy": b.healthy, "breaker": b.breaker_state(now), "outstanding": b.outstanding}
+                for b in state.pools.backends.values()}
+    return web.json_response({"status": "ok", "pid": os.getpid(), "classifier": state.classifier.name, "backends": backends})
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    """Per-tenant series only for the admin key (admin_view.py): the rest for any scraper."""
+    body, content_type = metrics.render(with_tenants=sees_everything(request, request.app[STATE]))
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+async def usage(request: web.Request) -> web.Response:
+    """The calling tenant's usage (all tenants for the admin key), when policies are configured."""
+    state = request.app[STATE]
+    policy = state.policy
+    tenant = policy.authenticate(request.headers.get("Authorization"))
+    if isinstance(policy, OpenPolicy):
+        raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")
+    days = request.query.get("days", "7")
+    if not days.isdigit() or not 1 <= int(days) <= 366:
+        raise OpenAIError(400, "'days' must be an integer from 1 to 366", param="days", code="invalid_value")
+    return web.json_response(await policy.usage(tenant, days=int(days)))

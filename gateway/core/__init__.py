@@ -1,0 +1,1 @@
+"""The request path every surface shares: parse, classify, route, admit, relay, conclude."""

@@ -1,0 +1,38 @@
+"""What one request is served with: the config, the two services built from it (the `Router`
+and the `Upstreams`), and the `Sinks` that conclude() reports to. A frozen snapshot: the
+process (state.py) swaps it whole on a reload or a new worker card, and a request keeps the
+one it began with, whatever happens meanwhile."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .affinity import AffinityIndex
+from .classify import ClassifierSlot
+from .conclude import Sinks
+from ..config import Config
+from ..console.activity import ActivityLog
+from .policy_seam import PolicyService
+from .pool import Pools
+from .retry_budget import RetryBudget
+from .routing import QualityShift, Router
+from .tier_capabilities import by_tier
+from .transport import Post
+from .upstream import Upstreams
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    config: Config
+    router: Router
+    upstreams: Upstreams
+    sinks: Sinks  # the policy (admit, settle), the console's counters, the quality monitor
+
+
+def assemble(config: Config, classifiers: ClassifierSlot, quality: QualityShift, post: Post,
+             policy: PolicyService | None = None, redis=None) -> Services:
+    """The services for `config`, new pools included; the process (state.py) builds its first
+    snapshot here, and in-process tests build theirs the same way around a scripted transport."""
+    pools = Pools(config)
+    return Services(config, Router(classifiers, policy, by_tier(config, pools), quality),
+                    Upstreams(pools, AffinityIndex(redis), RetryBudget(), post),
+                    Sinks(policy, ActivityLog(redis, config.redis.key_prefix, config.console), quality))

@@ -1,0 +1,43 @@
+"""What each tier can do: the config's `capabilities:` over what its workers' cards state.
+
+Workers are asked once (`GET /v1/models`) when they are first seen healthy, and again after
+they come back from being down (a restarted worker may serve another build). Routing reads
+`TierCapabilities.by_tier`, a dict swapped whole, so the request path never waits on this.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+
+from wire.capabilities import Capabilities, from_models_card, intersect
+
+from ..config import Config
+from .pool import Backend, Pools
+
+MAX_CARD_BYTES = 256 * 1024
+
+
+async def read_card(session: aiohttp.ClientSession, backend: Backend, timeout_s: float) -> Capabilities | None:
+    """What the worker states; a worker without a readable card states nothing; None: no answer."""
+    try:
+        async with session.get(backend.url + "/v1/models", headers=backend.auth_headers,
+                               timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+            if response.status != 200:
+                return Capabilities()
+            return from_models_card(json.loads(await response.content.read(MAX_CARD_BYTES)))
+    except ValueError:
+        return Capabilities()
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        return None  # down or silent: ask again once it is healthy
+
+
+def by_tier(config: Config, pools: Pools) -> dict[str, Capabilities]:
+    """Per tier: stated fields from the config, the rest from what all its read cards share."""
+    out = {}
+    for tier in config.tiers:
+        pool = pools.by_tier.get(tier.name)
+        cards = [b.capabilities for b in (pool.backends if pool else []) if b.capabilities is not None]
+        out[tier.name] = tier.capabilities.over(intersect(cards))
+    return out
