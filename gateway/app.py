@@ -7,6 +7,7 @@ from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
 
 from wire.errors import OpenAIError
 
+from .admin import registry_routes
 from .dropin import routes as dropin
 from .api import explain, handlers
 from .core.body import READ_PIECE
@@ -77,6 +78,7 @@ def build_app(state: GatewayState) -> web.Application:
     app.router.add_get("/openapi.json", openapi_endpoint)
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
     console.add_routes(app)  # /console and its JSON
+    registry_routes.add_routes(app)  # /admin/tenants, /admin/keys, /admin/audit
 
     # batch lines go through the one request path, with the services current when each line runs
     batches = BatchRunner(state, lambda call, gate: handlers.serve(state.services, call, gate=gate))

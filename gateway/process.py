@@ -18,7 +18,7 @@ async def _serve(config, config_path: str, host: str, port: int) -> None:
     from .core.trace_spans import start as start_tracing
 
     state = GatewayState(config, config_path)
-    state.keys_required = not is_loopback(host) and bool(config.policies.tenants)  # a reload may not drop them
+    state.keys_required = not is_loopback(host) and config.policies.keyed  # a reload may not drop them
     start_tracing(state.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
     runner = await start_site(build_app(state), host, port)
     settle_collector()

@@ -46,6 +46,7 @@ class GatewayState:
         self.redis = None
         self.session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task] = []
+        self._followed = None  # the registry copy this process follows
         self._config_mtime = self._mtime()
         # the quality monitor reads the config as it is built, and the services hold the monitor
         self.services = assemble(config, self.classifiers, None, self._post(config))
@@ -99,6 +100,7 @@ class GatewayState:
         self._publish(config, self.pools, self.policy_factory(config, self.redis),
                       AffinityIndex(self.redis) if with_redis else None,
                       ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None)
+        await self._follow_registry()
         await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         # cards before serving: a request with `tools` must not meet capabilities not yet read
         # (health itself stays optimistic until the loop's first check, as before)
@@ -114,6 +116,19 @@ class GatewayState:
                 asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.reload)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
+
+    async def _follow_registry(self) -> None:
+        """The API-managed tenants and keys: read whole before serving, then followed (once per
+        process: a reload's policy shares the same copy)."""
+        registry = getattr(self.policy, "registry", None)
+        if registry is None or registry is self._followed:
+            return
+        self._followed = registry
+        try:
+            await registry.load()
+        except Exception as exc:  # Redis away at start: the config's keys serve; the follower catches up
+            log.warning("API-managed tenants and keys not read at start: %s: %s", type(exc).__name__, exc)
+        self._tasks.append(asyncio.create_task(registry.follow()))
 
     async def stop(self) -> None:
         await finish_within("the quality monitor", self.quality.stop())
@@ -143,7 +158,7 @@ class GatewayState:
     def reload(self) -> bool:
         try:
             new = load_config(self.config_path)
-            if self.keys_required and not new.policies.tenants:
+            if self.keys_required and not new.policies.keyed:
                 raise ConfigError(f"{self.config_path}: no `tenants:`, and this gateway listens on a "
                                   "reachable address: without them every endpoint would be open")
             policy = self.policy_factory(new, self.redis)
@@ -153,6 +168,8 @@ class GatewayState:
             return False
         warn_if_changed(self.config.tracing, new.tracing)
         self._publish(new, Pools(new, self.pools), policy)
+        if getattr(policy, "registry", None) is not self._followed:  # a new Redis prefix: follow its copy
+            self._tasks.append(asyncio.create_task(self._follow_registry()))
         self.quality.configure(new.quality)
         self.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()

@@ -12,7 +12,7 @@ from policies.costs import usd_to_micro
 from typedconfig import MISSING, Fields, parse_section, setting
 from typedconfig.sections import reject_moved
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # tenant/key names end up in Redis keys and metric labels
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # tenant/key names end up in Redis keys and metric labels
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 PRIORITIES = ("interactive", "batch")
 SOFT_BUDGET_ACTIONS = ("downgrade", "none")
@@ -119,6 +119,18 @@ class ApiKey:
     rate_limits: RateLimits = setting(RateLimits(), "Limits of this key alone, on top of the tenant's.")
 
 
+ADMIN_SCOPES = ("read", "write")
+
+
+@dataclass(frozen=True)
+class AdminKey:
+    id: str = setting(doc="The admin key's name, written as `who` in the audit log: [A-Za-z0-9_.-]{1,64}.")
+    sha256: str = setting(doc="SHA-256 hex of the admin key (`python -m policies hash-key KEY`).",
+                          parse=lambda f, key: _sha256(f, key, MISSING))
+    scope: str = setting("read", "read: every admin GET (tenants, keys, audit, all usage); write: also "
+                                 "creates, changes, rotates and revokes.", choices=ADMIN_SCOPES)
+
+
 @dataclass(frozen=True)
 class Tenant:
     name: str
@@ -126,6 +138,7 @@ class Tenant:
     keys: tuple[ApiKey, ...] = ()
     is_admin: bool = False
     key_id: str | None = None  # the key this request authenticated with (set by authenticate)
+    admin_scope: str | None = None  # an admin key's scope (read or write); None for a tenant's key
 
 
 @dataclass(frozen=True)
@@ -144,6 +157,14 @@ class PoliciesConfig:
                                                      "(nested mappings merge).")
     admin_key_sha256: str | None = setting(None, "SHA-256 hex of the admin key, which reads every tenant's "
                                                  "/v1/usage.", parse=_sha256)
+    admin_keys: tuple[AdminKey, ...] = setting((), "More admin keys, each with a scope (read or write) and an "
+                                                   "id the audit log names; admin_key_sha256 is one with scope "
+                                                   "write and id `admin`.", items=AdminKey,
+                                               parse=lambda f, key: _admin_keys(f, key))
+    key_sync_interval_s: float = setting(1.0, "How often each replica compares its copy of the API-managed "
+                                              "tenants and keys with Redis's version, besides the pub/sub "
+                                              "notice of each change (the upper bound of propagation while "
+                                              "that subscription is down).", minimum=0.05, maximum=60.0)
     anonymous_tenant: str | None = setting(None, "The tenant of requests without Authorization; unset: they "
                                                  "get 401.")
     on_redis_error: str = setting("open", "When Redis is unavailable: open (serve under this replica's own "
@@ -154,6 +175,22 @@ class PoliciesConfig:
     usage_log: UsageLogSettings = setting(UsageLogSettings(), "The append-only usage log, the ledger's source "
                                                               "of truth for rebuild-ledger.")
     source: str = setting("<config>", internal=True)
+    defaults_raw: dict = setting(factory=dict, internal=True)  # `defaults` as written: API tenants merge over it
+
+    @property
+    def keyed(self) -> bool:
+        """Keys are checked: tenants in the file, or an admin key that manages them through /admin/."""
+        return bool(self.tenants or self.admin_key_sha256 or self.admin_keys)
+
+
+def _admin_keys(f: Fields, key: str) -> tuple[AdminKey, ...]:
+    keys = []
+    for path, entry in f.items(key, []):
+        admin = parse_section(AdminKey, Fields(entry, path, f.source))
+        if not NAME_PATTERN.match(admin.id):
+            f.fail(key, f"{path}.id must match [A-Za-z0-9_.-]{{1,64}}")
+        keys.append(admin)
+    return tuple(keys)
 
 
 def _tier_name(f: Fields, key: str, tiers: list[str]) -> str | None:
@@ -178,7 +215,7 @@ def _pinned_routes(f: Fields, key: str, tiers: list[str]) -> dict[str, str]:
     return pinned
 
 
-def _policy(f: Fields, tiers: list[str]) -> TenantPolicy:
+def parse_policy(f: Fields, tiers: list[str]) -> TenantPolicy:
     policy = parse_section(
         TenantPolicy, f, allowed_tiers=lambda f, k: _allowed_tiers(f, k, tiers),
         min_tier=lambda f, k: _tier_name(f, k, tiers), max_tier=lambda f, k: _tier_name(f, k, tiers),
@@ -195,7 +232,7 @@ def _keys(tenant: Fields, seen: dict[str, str]) -> tuple[ApiKey, ...]:
     for path, entry in tenant.items("keys", []):
         k = Fields(entry, path, tenant.source)
         key = parse_section(ApiKey, k)
-        if not _NAME.match(key.id):
+        if not NAME_PATTERN.match(key.id):
             k.fail("id", "must match [A-Za-z0-9_.-]{1,64}")
         if key.sha256 in seen:
             k.fail("sha256", f"same key hash already used by {seen[key.sha256]}")
@@ -207,13 +244,13 @@ def _keys(tenant: Fields, seen: dict[str, str]) -> tuple[ApiKey, ...]:
 def _tenants(t: Fields, defaults_raw: dict, tier_names: list[str], seen_hashes: dict[str, str]) -> dict:
     tenants: dict[str, Tenant] = {}
     for name in list(t.raw):
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
             t.fail(str(name), "tenant names must match [A-Za-z0-9_.-]{1,64}")
         entry = t.child(name)
         keys = _keys(entry, seen_hashes)
         overrides = {k: v for k, v in entry.raw.items() if k != "keys"}
         merged = Fields(deep_merge(defaults_raw, overrides), entry.path, t.source)
-        tenants[name] = Tenant(name, _policy(merged, tier_names), keys)
+        tenants[name] = Tenant(name, parse_policy(merged, tier_names), keys)
     t.finish()
     return tenants
 
@@ -224,15 +261,19 @@ def parse_policies(policy_raw: dict | None, tenants_raw: dict | None, tier_names
     p = Fields(policy_raw, "policy", source)
     reject_moved(p, MOVED, "no longer a policy setting; set {where}, one setting for every Redis user")
     defaults_f = p.child("defaults")
-    defaults = _policy(defaults_f, tier_names)
+    defaults = parse_policy(defaults_f, tier_names)
     seen_hashes: dict[str, str] = {}
     tenants = _tenants(Fields(tenants_raw, "tenants", source), defaults_f.raw, tier_names, seen_hashes)
     config = parse_section(PoliciesConfig, p, defaults=lambda f, k: defaults)
     if config.admin_key_sha256 is not None and config.admin_key_sha256 in seen_hashes:
         p.fail("admin_key_sha256", f"same hash as {seen_hashes[config.admin_key_sha256]}")
+    for i, admin in enumerate(config.admin_keys):
+        if admin.sha256 in seen_hashes or admin.sha256 == config.admin_key_sha256:
+            p.fail(f"admin_keys[{i}].sha256", "same hash as another key")
+        seen_hashes[admin.sha256] = f"policy.admin_keys[{i}]"
     if config.anonymous_tenant is not None and config.anonymous_tenant not in tenants:
         p.fail("anonymous_tenant", f"names no tenant in tenants: {config.anonymous_tenant!r}")
-    return replace(config, tenants=tenants, source=source)
+    return replace(config, tenants=tenants, source=source, defaults_raw=dict(defaults_f.raw))
 
 
 def deep_merge(base: dict, override: dict) -> dict:

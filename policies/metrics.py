@@ -10,3 +10,8 @@ REJECTIONS = Counter(
     "tiergate_policy_rejections_total", "Requests refused by a tenant limit", ["tenant", "reason"])
 DUPLICATE_SETTLES = Counter(
     "tiergate_policy_duplicate_settles_total", "Settles ignored because the request id was already counted")
+REGISTRY_SYNC = Counter(
+    "tiergate_registry_sync_total",
+    "How this replica brought its copy of the API-managed tenants and keys up to date: change (a "
+    "change read from the feed), reload (everything read again: the feed no longer reached back), "
+    "lost (the subscription broke; polling covers until it is back)", ["how"])

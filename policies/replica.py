@@ -8,6 +8,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from policies.config import UsageLogSettings
+from policies.registry.audit import open_audit_log
 from policies.usage_log import UsageLog, UsageRecord
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,14 @@ class ReplicaState:
         self.settled: OrderedDict[tuple[str, str], None] = OrderedDict()
         self.pending: deque[tuple[Any, UsageRecord, str]] = deque()
         self.redis_down_until = 0.0
+        self._audit_log: UsageLog | None = None
+
+    @property
+    def audit_log(self) -> UsageLog:
+        """The admin changes' log beside the usage log (opened on the first change)."""
+        if self._audit_log is None:
+            self._audit_log = open_audit_log(self.usage_log.settings)
+        return self._audit_log
 
     def first_settle(self, tenant: str, request_id: str) -> bool:
         """True the first time this process settles (tenant, request_id)."""

@@ -20,6 +20,8 @@ from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
 from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
 from policies.keys import KeyRing
+from policies.registry.admin import RegistryAdmin
+from policies.registry.cache import RegistryCache, registry_cache
 from policies.local_limits import LocalLimits
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, limits_of
 from policies.replica import ReplicaState, replica_state
@@ -67,20 +69,25 @@ def _seconds_until(now: datetime, what: str) -> int:
 
 class PolicyService:
     def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,
-                 replica: ReplicaState | None = None,
+                 replica: ReplicaState | None = None, registry: RegistryCache | None = None,
                  clock: Callable[[], datetime] | None = None, priced_only: Sequence[Any] = ()):
         self.config = config
         # Tiers that settle bills but that decide() never routes to (embeddings: chosen by name).
         self._priced_only = {(t["name"] if isinstance(t, dict) else t.name): tier_price(t) for t in priced_only}
         self.access = access
         self.store = PolicyStore(redis, access.key_prefix, config.idempotency_ttl_s, access.timeout_s)
-        self.keyring = KeyRing(config)
         self.replica = replica or ReplicaState(UsageLog(config.usage_log))
         self.usage_log = self.replica.usage_log
         self.clock = clock or (lambda: datetime.now(timezone.utc))
         self._prices: dict[str, TierPrice] = {}
         self._tiers_seen: Any = None
         self.update_tiers(tiers)
+        tier_names = [t["name"] if isinstance(t, dict) else t.name for t in self._ordered]
+        # the API-managed tenants and keys (None: the config's alone, as in tests built without Redis)
+        self.registry = registry
+        self.keyring = KeyRing(config, tier_names, registry)
+        self.admin = RegistryAdmin(registry, config, tier_names, lambda: self.replica.audit_log) \
+            if registry is not None else None
         self._snapshots: dict[str, tuple[str, str, UsageSnapshot]] = {}
         self._member_seq = 0
         self.local = LocalLimits()  # the limits this replica applies alone while Redis is away
@@ -289,7 +296,7 @@ class PolicyService:
         days = min(max(int(days), 1), 366)
         now = self.clock()
         dates = [(now - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
-        names = list(self.config.tenants) if tenant.is_admin else [tenant.name]
+        names = self.keyring.tenant_names() if tenant.is_admin else [tenant.name]
         try:
             reports = [await self.call_redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m")))
                        for n in names]
@@ -316,4 +323,5 @@ def build_service(policies: PoliciesConfig, redis: Any, tiers: Sequence[Any], *,
     if redis is None:
         raise ConfigError.at(policies.source, "tenants", "need Redis (set redis.url or use the launcher)")
     return PolicyService(policies, redis, sorted(tiers, key=lambda t: t.level), access=access,
-                         replica=replica_state(policies.usage_log), priced_only=embedding_tiers)
+                         replica=replica_state(policies.usage_log), priced_only=embedding_tiers,
+                         registry=registry_cache(redis, access.key_prefix, policies.key_sync_interval_s))

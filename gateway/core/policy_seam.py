@@ -79,9 +79,9 @@ def reservation_ttl_s(config: Config) -> float:
 
 
 def build_policy_service(config: Config, redis) -> PolicyService:
-    """The policy service for this config: OpenPolicy without tenants. Policies get their own
+    """The policy service for this config: OpenPolicy without tenants or an admin key. Policies get their own
     typed section, the tiers and the Redis settings; never the gateway's whole Config."""
-    if not config.policies.tenants:
+    if not config.policies.keyed:
         publish_policy(config)
         return OpenPolicy()
     access = RedisAccess(key_prefix=config.redis.key_prefix, timeout_s=config.redis.socket_timeout_s,

@@ -25,7 +25,7 @@ def is_loopback(host: str) -> bool:
 
 def open_without_keys(host: str, config: Config) -> bool:
     """Whether this gateway would serve every endpoint without a key on a reachable address."""
-    return not config.policies.tenants and not is_loopback(host)
+    return not config.policies.keyed and not is_loopback(host)
 
 
 def refusal(host: str, config: Config, insecure_open: bool) -> str | None:

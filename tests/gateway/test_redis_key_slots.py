@@ -19,6 +19,7 @@ from gateway.config import Affinity
 from gateway.quality.store import keys as quality_keys
 from gateway.batches.storage_quota import StorageQuota
 from policies.keyspace import KeySpace
+from policies.registry.store import KEY, TENANT, RegistryKeys
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "tg:"
@@ -72,6 +73,14 @@ def quality_groups(_tenant: str) -> list[list[str]]:
     return [[k["tier"] + "small", k["class"] + "2", k["ctl"], k["changes"]]]  # record_verdict.lua's keys
 
 
+def registry_groups(_tenant: str) -> list[list[str]]:
+    """registry_write.lua takes a records hash, the audit stream and the version; the snapshot
+    transaction takes both hashes and the version."""
+    k = RegistryKeys(PREFIX)
+    return [[k.records(kind), k.audit(), k.version()] for kind in (TENANT, KEY)] + \
+        [[k.records(TENANT), k.records(KEY), k.version()]]
+
+
 # Modules that build keys from the prefix -> the multi-key calls they make. Keys used one at a
 # time (a stored response, the batch runner's lease, the console's minutes, quality samples, the
 # outcome stream, the active-batch set) need no shared slot and so have no group.
@@ -82,6 +91,7 @@ BUILDERS = {
     "gateway/batches/store.py": batches_groups,
     "gateway/core/affinity.py": affinity_groups,
     "gateway/quality/store.py": quality_groups,
+    "policies/registry/store.py": registry_groups,
     "gateway/quality/learning.py": None,
     "gateway/dropin/response_store.py": None,
     "gateway/batches/runner.py": None,
