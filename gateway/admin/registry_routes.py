@@ -30,7 +30,7 @@ async def list_tenants(request: web.Request) -> web.Response:
 
 async def create_tenant(request: web.Request) -> web.Response:
     admin, who = admin_of(request, WRITE)
-    return _json(await admin.create_tenant(who, await _body(request)), 201)
+    return _json(await admin.create_tenant(who, await _body(request)))
 
 
 async def get_tenant(request: web.Request) -> web.Response:
@@ -57,7 +57,7 @@ async def list_keys(request: web.Request) -> web.Response:
 async def create_key(request: web.Request) -> web.Response:
     admin, who = admin_of(request, WRITE)
     key, secret = await admin.create_key(who, await _body(request))
-    return _json({**key, "secret": secret}, 201)
+    return _json({**key, "secret": secret})
 
 
 async def get_key(request: web.Request) -> web.Response:
