@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import glob
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -220,3 +221,26 @@ async def test_no_secret_is_written_anywhere_and_the_registry_comes_back_from_th
 async def _text(http, url: str) -> tuple[int, str]:
     async with http.get(url, headers={"Authorization": f"Bearer {ADMIN}"}) as answer:
         return answer.status, await answer.text()
+
+
+def _cli(url: str, *args: str, key: str = ADMIN) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "policies", *args, "--url", url, "--admin-key", key],
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_the_cli_issues_and_revokes_through_the_api(replicas):
+    stack, http, _, _ = replicas
+    a, b = stack.urls
+    made = await asyncio.to_thread(_cli, a, "tenants", "create", "cli-team", "--policy", '{"max_tier": "small"}')
+    assert made.returncode == 0, made.stderr
+    created = await asyncio.to_thread(_cli, a, "keys", "create", "cli-team", "--fields", '{"owner": "ops"}')
+    assert created.returncode == 0, created.stderr
+    key = json.loads(created.stdout)
+    SECRETS_SEEN.append(key["secret"])
+    await wait_for(lambda: serves(http, b, key["secret"], (200, None)), 10, what="cli key on b")
+    listed = json.loads((await asyncio.to_thread(_cli, b, "keys", "list", "--tenant", "cli-team")).stdout)
+    assert [k["id"] for k in listed["data"]] == [key["id"]] and listed["data"][0]["owner"] == "ops"
+    refused = await asyncio.to_thread(_cli, a, "keys", "revoke", key["id"], key=READER)
+    assert refused.returncode == 1 and "admin_scope_insufficient" in refused.stderr
+    assert (await asyncio.to_thread(_cli, a, "keys", "revoke", key["id"])).returncode == 0
+    await wait_for(lambda: serves(http, b, key["secret"], (401, "key_revoked")), 10, what="cli revocation on b")
