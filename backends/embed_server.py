@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 
 from wire.embeddings import encode_vector, parse_embeddings
 from webwire.errors import error_middleware, read_json_object
+from webwire.internal_key import key_middlewares
 from wire.errors import OpenAIError, bad_request
 
 from .embed_batcher import EmbedBatcher, QueueFullError
@@ -33,8 +34,10 @@ class EmbedWorkerAPI:
         self.latency = Histogram("tiergate_worker_embedding_seconds", "Embedding request latency", ["model"],
                                  registry=self.registry)
 
-    def app(self) -> web.Application:
-        app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    def app(self, internal_key: str | None = None) -> web.Application:
+        """With `internal_key`, every route but /health answers only a caller that sends it."""
+        app = web.Application(middlewares=[error_middleware, *key_middlewares(internal_key)],
+                              client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
@@ -101,7 +104,7 @@ class EmbedWorkerAPI:
 
 
 def build_embed_app(model: str, served_name: str | None = None, max_batch: int = 64,
-                    max_queued: int = 4096) -> web.Application:
+                    max_queued: int = 4096, internal_key: str | None = None) -> web.Application:
     embedder = Embedder(model)
     batcher = EmbedBatcher(embedder.embed, max_batch=max_batch, max_queued=max_queued)
-    return EmbedWorkerAPI(embedder, served_name or model, batcher).app()
+    return EmbedWorkerAPI(embedder, served_name or model, batcher).app(internal_key)

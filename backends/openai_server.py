@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from wire import sse
 from webwire.errors import error_middleware, read_json_object
+from webwire.internal_key import key_middlewares
 from wire.errors import OpenAIError, bad_request
 from wire.requests import GenerationParams, parse_chat, parse_completion
 from wire.token_ids import check_token_ids
@@ -64,8 +65,10 @@ class WorkerAPI:
         self.usage_book = UsageBook()  # what recent requests generated, by the gateway's x-request-id
         self.started = int(time.time())
 
-    def app(self) -> web.Application:
-        app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    def app(self, internal_key: str | None = None) -> web.Application:
+        """With `internal_key`, every route but /health answers only a caller that sends it."""
+        app = web.Application(middlewares=[error_middleware, *key_middlewares(internal_key)],
+                              client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)

@@ -30,6 +30,7 @@ from .engine.device_defaults import plan_defaults  # noqa: E402
 from .openai_server import WorkerAPI  # noqa: E402
 from .serving.generation_defaults import parse_overrides  # noqa: E402
 from webwire import trace_flags, tracing  # noqa: E402
+from webwire.internal_key import WORKER_KEY_ENV, bind_refusal, key_from_env  # noqa: E402
 
 log = logging.getLogger("tiergate.worker")
 
@@ -43,13 +44,13 @@ def _overrides(text: str) -> dict:
 
 def build_app(engine_config: EngineConfig, served_name: str | None = None, default_max_tokens: int = 1024,
               engine: LLMEngine | None = None, generation_overrides: dict | None = None,
-              ) -> tuple[web.Application, AsyncEngine]:
+              internal_key: str | None = None) -> tuple[web.Application, AsyncEngine]:
     engine = engine or LLMEngine(engine_config)
     async_engine = AsyncEngine(engine)
     if engine.grammars is not None:  # build the grammar tokenizer view now, off the event loop, not on a first request
         threading.Thread(target=engine.grammars.ll_tokenizer, name="grammar-warmup", daemon=True).start()
     api = WorkerAPI(async_engine, served_name or engine_config.model, default_max_tokens, generation_overrides)
-    app = api.app()
+    app = api.app(internal_key)
 
     async def stop_engine(_app):
         async_engine.shutdown()
@@ -66,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-queued-inputs", type=int, default=4096,
                         help="--task embed: inputs waiting beyond this get 503")
     parser.add_argument("--served-name", help="model name clients use (default: --model)")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help=f"anything but a loopback address needs {WORKER_KEY_ENV} (the key the gateway sends)")
     parser.add_argument("--port", type=int, default=8101)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -143,6 +145,9 @@ def plan_settings(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    internal_key = key_from_env()
+    if (refused := bind_refusal(args.host, internal_key)) is not None:
+        raise SystemExit(f"tiergate worker: {refused}")  # before minutes of model loading
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -152,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == "embed":
         from .embed_server import build_embed_app  # batches inputs of concurrent requests (max-num-seqs a batch)
 
-        app = build_embed_app(args.model, args.served_name, args.max_num_seqs or 64, args.max_queued_inputs)
+        app = build_embed_app(args.model, args.served_name, args.max_num_seqs or 64, args.max_queued_inputs,
+                              internal_key)
         log.info("embeddings worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)
         web.run_app(app, host=args.host, port=args.port, handler_cancellation=True, print=None, access_log=None)
         return
@@ -170,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
                               cuda_graphs=args.cuda_graphs, fuse_kernels=args.fuse_kernels,
                               async_scheduling=args.async_scheduling, **plan_settings(args))
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
-                           generation_overrides=args.override_generation_config)
+                           generation_overrides=args.override_generation_config, internal_key=internal_key)
     except ValueError as error:  # a setting the engine refuses or a model too large: one line, no traceback
         raise SystemExit(f"tiergate worker: {error}") from None
     log.info("worker for %s listening on http://%s:%d", args.served_name or args.model, args.host, args.port)

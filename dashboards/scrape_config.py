@@ -5,16 +5,22 @@ from __future__ import annotations
 import yaml
 
 
-def render(gateway_target: str, workers: list[str], interval_s: int = 5, admin_key_file: str | None = None) -> str:
-    """With tenants, the gateway's per-tenant series need the admin key: `admin_key_file` holds it."""
-    gateway = {"job_name": "tiergate-gateway", "static_configs": [{"targets": [gateway_target]}]}
-    if admin_key_file:
-        gateway["authorization"] = {"type": "Bearer", "credentials_file": str(admin_key_file)}
+def _job(name: str, targets: list[str], key_file: str | None) -> dict:
+    job = {"job_name": name, "static_configs": [{"targets": targets}]}
+    if key_file:
+        job["authorization"] = {"type": "Bearer", "credentials_file": str(key_file)}
+    return job
+
+
+def render(gateway_target: str, workers: list[str], interval_s: int = 5, admin_key_file: str | None = None,
+           worker_key_file: str | None = None) -> str:
+    """With tenants, the gateway's per-tenant series need the admin key: `admin_key_file` holds it.
+    Workers with an internal key answer /metrics only with it: `worker_key_file` holds it."""
     doc = {
         "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": f"{interval_s}s"},
         "scrape_configs": [
-            gateway,
-            {"job_name": "tiergate-workers", "static_configs": [{"targets": workers}]},
+            _job("tiergate-gateway", [gateway_target], admin_key_file),
+            _job("tiergate-workers", workers, worker_key_file),
         ],
     }
     header = ("# Prometheus scrape config for the local Tiergate stack (`make run`): the gateway and every\n"

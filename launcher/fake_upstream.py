@@ -4,7 +4,8 @@ It answers /v1/chat/completions, /v1/completions (whole or SSE-streamed, with us
 /v1/models and /health instantly and deterministically, and can be told to misbehave:
 answer 5xx, be unhealthy, hang, answer as a worker whose queue is full, or cut a stream after
 some chunks.
-Run alone: `python -m launcher.fake_upstream --port 9001 [--chunks 8]`.
+Run alone: `python -m launcher.fake_upstream --port 9001 [--chunks 8]`; with TIERGATE_WORKER_KEY set,
+generations without that key get 401, as our workers answer.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import time
 from collections import deque
 
 from aiohttp import web
+
+from webwire.internal_key import key_from_env
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -192,6 +195,7 @@ def main() -> None:
         pass
     fake = FakeUpstream(chunks=args.chunks, chunk_delay_s=args.chunk_delay)
     fake.delay_s = args.delay
+    fake.api_key = key_from_env()  # the key a gateway sends as the tier's api_key_env, as a worker takes it
     web.run_app(fake.app(), host=args.host, port=args.port,
                 access_log=None, print=None, handler_cancellation=True, loop=loop)
 

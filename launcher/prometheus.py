@@ -8,6 +8,7 @@ under .cache/prometheus/ (kept between runs, 7 days). Grafana then points at the
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from urllib.parse import urlsplit
 from dashboards.scrape_config import render
 from gateway.config import load_config
 from launcher.processes import wait_healthy
-from launcher.workers import LOCAL_HOSTS, worker_targets
+from launcher.workers import LOCAL_HOSTS, worker_keys, worker_targets
+from webwire.internal_key import WORKER_KEY_ENV, generated_key
 
 MODES = ("auto", "on", "off")
 ROOT = Path(__file__).parents[1]
@@ -31,6 +33,7 @@ class PrometheusUnavailable(RuntimeError):
 
 def default_scrape_config() -> str:
     """The scrape config of the default stack (`make run` on config/tiergate.yaml, port 8080)."""
+    os.environ.setdefault(WORKER_KEY_ENV, generated_key())  # the config names it; only the targets are read here
     return render("127.0.0.1:8080", worker_targets(load_config(DEFAULT_CONFIG)))
 
 
@@ -49,7 +52,8 @@ def start(config, gateway_port: int, mode: str, port: int, cache: Path = Path(".
     cache.mkdir(parents=True, exist_ok=True)
     scrape = cache / "prometheus.yml"
     workers = [t for t in worker_targets(config) if urlsplit(f"http://{t}").hostname in LOCAL_HOSTS]
-    scrape.write_text(render(f"127.0.0.1:{gateway_port}", workers, admin_key_file=admin_key_file))
+    scrape.write_text(render(f"127.0.0.1:{gateway_port}", workers, admin_key_file=admin_key_file,
+                             worker_key_file=worker_key_file(config, workers, cache)))
     proc = subprocess.Popen([binary, f"--config.file={scrape}", f"--storage.tsdb.path={cache / 'data'}",
                              f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=7d",
                              "--log.level=warn"])
@@ -63,6 +67,21 @@ def start(config, gateway_port: int, mode: str, port: int, cache: Path = Path(".
         raise PrometheusUnavailable(message)
     print(f"warning: {message}; the stack runs without it", flush=True)
     return None
+
+
+def worker_key_file(config, targets: list[str], cache: Path) -> Path | None:
+    """A file (owner-only) with the key the local workers take, for scraping their /metrics."""
+    keys = {key for url, key in worker_keys(config).items() if urlsplit(url).netloc in targets and key}
+    if not keys:
+        return None
+    if len(keys) > 1:
+        raise PrometheusUnavailable("prometheus scrapes the local workers with one key; this config gives them "
+                                    "several (api_key_env): name one variable for all local workers")
+    path = cache / "worker.key"
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(keys.pop())
+    return path
 
 
 def main(argv=None) -> int:

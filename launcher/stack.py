@@ -6,11 +6,16 @@ the `tracing:` section as flags when it is on; remote URLs are left alone), the 
 127.0.0.1:8080 (loopback only) with --workers processes, and Prometheus when its binary is installed. Waits for
 every /health, prints one line per part (role and URL), and one Ctrl-C (or SIGTERM) stops
 everything.
+
+Each worker is started with the key the gateway sends it (the tier's api_key_env). The default
+config names TIERGATE_WORKER_KEY; when the environment does not set it, a fresh random key is
+made for this run, so the workers answer only this gateway.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import signal
 import sys
 import time
@@ -21,7 +26,8 @@ from launcher import commands
 from launcher.group import ProcessGroup, clean_env
 from launcher.processes import wait_healthy
 from launcher.prometheus import PrometheusUnavailable, start as start_prometheus
-from launcher.workers import local_workers, threads_per_worker, worker_command
+from launcher.workers import local_workers, threads_per_worker, worker_command, worker_env, worker_keys
+from webwire.internal_key import WORKER_KEY_ENV, generated_key
 from webwire.trace_flags import as_flags
 
 
@@ -44,6 +50,7 @@ def _args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = _args(argv)
+    os.environ.setdefault(WORKER_KEY_ENV, generated_key())  # before the config reads it; the gateway inherits it
     try:
         config = load_config(args.config)
         workers = local_workers(config)
@@ -73,9 +80,10 @@ def main(argv=None) -> int:
             redis_url = embedded.url
             banner("redis", redis_url, "embedded, append-only")
         threads = threads_per_worker(len(workers))
+        keys = worker_keys(config)
         tracing = as_flags(config.tracing.for_workers())  # before `launch`: a worker's own flags win
         started = {url: group.spawn(f"worker-{urlsplit(url).port}", worker_command(
-                       model, urlsplit(url).port, "--threads", str(threads), *tracing, *launch))
+                       model, urlsplit(url).port, "--threads", str(threads), *tracing, *launch), env=worker_env(keys[url]))
                    for url, (model, launch) in workers.items()}
         for url, proc in started.items():
             if not wait_healthy(url, proc, 600):  # a CPU int4 worker compiles its decode steps first

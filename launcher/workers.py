@@ -6,6 +6,8 @@ import sys
 from urllib.parse import urlsplit
 
 from gateway.config import ConfigError
+from launcher.group import clean_env
+from webwire.internal_key import WORKER_KEY_ENV
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
@@ -22,6 +24,18 @@ def local_workers(config) -> dict[str, tuple[str, tuple[str, ...]]]:
                 raise ConfigError(f"{config.source}: {spec.url} is listed twice with different models or "
                                   f"launch flags ({found[spec.url]}, {wanted}); one worker serves one model")
     return found
+
+
+def worker_keys(config) -> dict[str, str | None]:
+    """url -> the key the gateway sends there (its api_key_env's value): a launched worker's credential."""
+    return {spec.url: spec.api_key for tier in (*config.tiers, *config.embedding_tiers) for spec in tier.workers}
+
+
+def worker_env(key: str | None) -> dict[str, str]:
+    """A launched worker's environment: the key its gateway sends, and no other worker key."""
+    env = clean_env()
+    env.pop(WORKER_KEY_ENV, None)
+    return {**env, WORKER_KEY_ENV: key} if key else env
 
 
 def worker_targets(config) -> list[str]:

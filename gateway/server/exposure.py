@@ -4,23 +4,14 @@ else it refuses to start unless the operator says `--insecure-open`, which is lo
 start (and a reload that drops the tenants of such a gateway is rejected: state.py)."""
 from __future__ import annotations
 
-import ipaddress
 import logging
+
+from webwire.loopback import is_loopback
 
 from ..config import Config
 
 log = logging.getLogger("gateway")
 INSECURE_FLAG = "--insecure-open"
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and `localhost`; anything else (a name, 0.0.0.0, "") may be reachable."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def open_without_keys(host: str, config: Config) -> bool:

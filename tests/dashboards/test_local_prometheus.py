@@ -72,3 +72,15 @@ async def test_started_prometheus_scrapes_the_gateway(tmp_path, gateway_for):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+async def test_workers_with_a_key_are_scraped_with_it(tmp_path, monkeypatch, gateway_for):
+    monkeypatch.setenv("TEST_SCRAPE_WORKER_KEY", "scrape-key")
+    keyed = {**tier("small", 1, ["http://127.0.0.1:8101"]), "api_key_env": "TEST_SCRAPE_WORKER_KEY"}
+    config, gateway_port = await gateway_for([keyed, tier("large", 3, ["http://remote.example:8000"])])
+    targets = ["127.0.0.1:8101"]
+    path = local_prometheus.worker_key_file(config, targets, tmp_path)
+    assert path.read_text() == "scrape-key" and path.stat().st_mode & 0o077 == 0  # the owner's alone
+    doc = yaml.safe_load(render(f"127.0.0.1:{gateway_port}", targets, worker_key_file=str(path)))
+    assert doc["scrape_configs"][1]["authorization"] == {"type": "Bearer", "credentials_file": str(path)}
+    assert local_prometheus.worker_key_file(config, ["remote.example:8000"], tmp_path / "none") is None

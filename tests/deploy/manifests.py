@@ -2,7 +2,9 @@
 the Sentinel install (the base without its single Redis and its config Secret, plus ha/)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -47,6 +49,12 @@ def container_named(workload: dict, name: str) -> dict:
 
 def gateway_config(docs: list[dict] = BASE) -> dict:
     return yaml.safe_load(one("Secret", "tiergate-config", docs)["stringData"]["tiergate.yaml"])
+
+
+def with_worker_key():
+    """The shipped configs send TIERGATE_WORKER_KEY (a Secret in the pods) to our workers: reading
+    them needs the variable set."""
+    return mock.patch.dict(os.environ, {"TIERGATE_WORKER_KEY": "test-worker-key"})
 
 
 def service_host(service: dict) -> str:

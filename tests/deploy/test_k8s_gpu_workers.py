@@ -15,11 +15,12 @@ import pytest
 from backends.worker import build_parser
 from gateway.config import load_config, parse_config
 
-from .manifests import BASE, K8S, containers, flag, gateway_config, of, one, pool_behind
+from .manifests import BASE, K8S, containers, flag, gateway_config, of, one, pool_behind, with_worker_key
 
 ROOT = K8S.parents[1]
-GPU_EXAMPLE = load_config(str(ROOT / "config" / "examples" / "gpu-tiers.yaml"))
-DEPLOYED = {t.name: t for t in parse_config(gateway_config(BASE), "deploy/k8s/config.yaml").tiers}
+with with_worker_key():
+    GPU_EXAMPLE = load_config(str(ROOT / "config" / "examples" / "gpu-tiers.yaml"))
+    DEPLOYED = {t.name: t for t in parse_config(gateway_config(BASE), "deploy/k8s/config.yaml").tiers}
 CUDA_IMAGE, CPU_IMAGE = "tiergate:cuda", "tiergate:latest"
 MIN_STARTUP_S = 600  # weights from a volume, int4 quantization, the KV pool's profiling run, graph capture
 

@@ -17,6 +17,7 @@ import pytest
 from gateway.config import parse_config
 from gateway.server.exposure import INSECURE_FLAG, refusal
 from gateway.quality.config import QualityConfig
+from webwire.internal_key import WORKER_KEY_ENV
 
 from .manifests import (BASE, HA_DOCS, HA_INSTALL, K8S, NAMESPACE, container_named, containers, gateway_config, of, one,
                         service_host)
@@ -132,6 +133,7 @@ def test_configmap_gateway_config_is_valid_and_points_at_these_services():
 
 def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
     config = parse_config(gateway_config(), "deploy/k8s/config.yaml")
+    (gateway,) = containers(one("Deployment", "tiergate-gateway"))
     for tier in config.tiers:
         url = urlsplit(tier.workers[0].url)
         if url.hostname == EXTERNAL_VLLM_HOST:
@@ -144,6 +146,16 @@ def test_each_self_hosted_tier_has_a_worker_pool_running_backends_worker():
         assert command[:3] == ["python", "-m", "backends.worker"]
         assert command[command.index("--model") + 1] == tier.model
         assert int(command[command.index("--port") + 1]) == url.port == container["ports"][0]["containerPort"]
+        # the worker listens on 0.0.0.0 with the key the gateway sends it, both from one Secret
+        assert tier.workers[0].api_key_env == WORKER_KEY_ENV
+        assert _env_from_secret(container, WORKER_KEY_ENV) == _env_from_secret(gateway, WORKER_KEY_ENV)
+
+
+def _env_from_secret(container: dict, name: str) -> dict:
+    """The secretKeyRef a container's variable is read from (never optional: no Secret, no start)."""
+    ref = next(e for e in container["env"] if e["name"] == name)["valueFrom"]["secretKeyRef"]
+    assert not ref.get("optional")
+    return ref
 
 
 REDIS_SETS = [(BASE, "tiergate-redis"), (HA_DOCS, "tiergate-redis-ha")]  # the single Redis and the Sentinel set

@@ -16,7 +16,8 @@ from tests.support import wait_for
 GOOD = {"tiers": [tier("small", 1, ["http://127.0.0.1:9"]), tier("large", 2, ["http://127.0.0.1:10"])]}
 
 
-def test_default_config_loads():
+def test_default_config_loads(monkeypatch):
+    monkeypatch.setenv("TIERGATE_WORKER_KEY", "test-worker-key")  # the shipped config sends it to our workers
     config = load_config(Path(__file__).parents[2] / "config" / "tiergate.yaml")
     assert [t.level for t in config.tiers] == sorted(t.level for t in config.tiers) and len(config.tiers) >= 2
     assert config.resolve_model("auto") == "auto"

@@ -10,6 +10,12 @@ from launcher.workers import local_workers
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(autouse=True)
+def worker_key(monkeypatch):
+    """The shipped configs send TIERGATE_WORKER_KEY to our workers; loading them needs it set."""
+    monkeypatch.setenv("TIERGATE_WORKER_KEY", "test-worker-key")
+
+
 @pytest.mark.parametrize("path", ["config/tiergate.yaml", "config/examples/production-tiers.yaml",
                                   "config/examples/gpu-tiers.yaml"])
 def test_config_loads(path):
@@ -23,6 +29,11 @@ def test_default_stack_flags_are_valid_worker_flags():
     assert {"int4"} <= {p.quantization for p in parsed} and {"ngram"} <= {p.speculative for p in parsed}
     chat = [p for p in parsed if p.task == "generate"]
     assert chat and all(p.override_generation_config == {"temperature": 0.2, "top_p": 0.9} for p in chat)
+
+
+def test_every_tier_on_our_workers_sends_the_worker_key():
+    config = load_config(str(ROOT / "config/tiergate.yaml"))
+    assert {spec.api_key for t in (*config.tiers, *config.embedding_tiers) for spec in t.workers} == {"test-worker-key"}
 
 
 def test_production_example_launches_nothing_locally():

@@ -13,16 +13,18 @@ from typing import Iterator
 from launcher.processes import free_port, stop_processes
 from launcher.workers import worker_command
 from tests.support.polling import wait_until
+from webwire.internal_key import WORKER_KEY_ENV
 
 
 class WorkerProcess:
-    def __init__(self, model: str, flags: tuple[str, ...], log_path: Path):
+    def __init__(self, model: str, flags: tuple[str, ...], log_path: Path, key: str | None = None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
+        env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}  # a key only when the test gives one
         with log_path.open("wb") as log:
             self.proc = subprocess.Popen(worker_command(model, self.port, *flags), stdout=subprocess.DEVNULL,
-                                         stderr=log, env={**os.environ})
+                                         stderr=log, env={**env, **({WORKER_KEY_ENV: key} if key else {})})
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -41,10 +43,11 @@ class WorkerProcess:
 
 
 @contextmanager
-def running_worker(model: str, *flags: str, timeout_s: float = 120) -> Iterator[WorkerProcess]:
-    """A worker serving `model` with these command-line flags, answering before the body runs."""
+def running_worker(model: str, *flags: str, timeout_s: float = 120, key: str | None = None) -> Iterator[WorkerProcess]:
+    """A worker serving `model` with these command-line flags, answering before the body runs;
+    with `key`, it answers only callers that send it (TIERGATE_WORKER_KEY)."""
     with tempfile.TemporaryDirectory(prefix="tiergate-worker-") as scratch:
-        worker = WorkerProcess(model, flags, Path(scratch) / "worker.log")
+        worker = WorkerProcess(model, flags, Path(scratch) / "worker.log", key)
         try:
             wait_until(worker.answers, timeout_s, 0.2, what=f"the {model} worker answering /health")
             yield worker
