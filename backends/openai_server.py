@@ -23,6 +23,7 @@ from .engine.core.sequence import INTERACTIVE, PRIORITIES
 from .engine.model.models import model_dir
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
+from .serving.model_identity import model_identity
 from .serving.prompting import chat_prompt_ids
 from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
@@ -64,6 +65,7 @@ class WorkerAPI:
         self.metrics = WorkerMetrics(engine, model_name)
         self.usage_book = UsageBook()  # what recent requests generated, by the gateway's x-request-id
         self.started = int(time.time())
+        self.identity = model_identity(engine.core.config, model_name)  # the gateway's cache keys on it
 
     def app(self, internal_key: str | None = None) -> web.Application:
         """With `internal_key`, every route but /health answers only a caller that sends it."""
@@ -84,7 +86,7 @@ class WorkerAPI:
                 "capabilities": {"tools": has_chat, "structured_outputs": True, "logprobs": True, "n": True,
                                  "embeddings": False, "max_context_tokens": self.engine.core.max_model_len,
                                  "vocab_size": self.vocab_size},
-                "generation_defaults": self.generation_defaults}
+                "generation_defaults": self.generation_defaults, "identity": self.identity}
         return web.json_response({"object": "list", "data": [card]})
 
     async def health(self, request: web.Request) -> web.Response:

@@ -14,6 +14,7 @@ from .core.body import READ_PIECE
 from .core.context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
 from .batches import api as batches_api
 from .batches.runner import BatchRunner
+from .cache import admin as cache_admin
 from .console import routes as console
 from .core.metrics import METRICS
 from .api.openapi import openapi_endpoint
@@ -79,6 +80,7 @@ def build_app(state: GatewayState) -> web.Application:
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
     console.add_routes(app)  # /console and its JSON
     registry_routes.add_routes(app)  # /admin/tenants, /admin/keys, /admin/audit
+    cache_admin.add_routes(app)  # /admin/cache: clear and read the response cache
 
     # batch lines go through the one request path, with the services current when each line runs
     batches = BatchRunner(state, lambda call, gate: handlers.serve(state.services, call, gate=gate))

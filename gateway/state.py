@@ -17,6 +17,8 @@ from dataclasses import replace
 import aiohttp
 from aiohttp import web
 
+from .cache.identity import tier_identities
+from .cache.store import CacheStore
 from .core.affinity import AffinityIndex
 from .core.classify import Classifier, ClassifierSlot, load_classifier
 from .config import Config, ConfigError, load_config
@@ -63,16 +65,18 @@ class GatewayState:
     classifier = property(lambda self: self.classifiers.current)
 
     def _publish(self, config: Config, pools: Pools, policy=None, affinity: AffinityIndex | None = None,
-                 activity: ActivityLog | None = None) -> None:
-        """A new snapshot from the parts given and the current ones; capabilities are read from
-        the pools' workers' cards again."""
+                 activity: ActivityLog | None = None, cache_store: CacheStore | None = None) -> None:
+        """A new snapshot from the parts given and the current ones; capabilities and model
+        identities are read from the pools' workers' cards again."""
         now = self.services
         policy = now.sinks.policy if policy is None else policy
         self.services = Services(
             config, replace(now.router, policy=policy, capabilities=by_tier(config, pools), quality=self.quality),
             replace(now.upstreams, pools=pools, affinity=affinity or now.upstreams.affinity,
                     post=self._post(config)),
-            replace(now.sinks, policy=policy, activity=activity or now.sinks.activity, quality=self.quality))
+            replace(now.sinks, policy=policy, activity=activity or now.sinks.activity, quality=self.quality),
+            replace(now.cache, settings=config.cache, store=cache_store or now.cache.store,
+                    identities=tier_identities(config, pools)))
 
     def _open_upstream(self, config: Config, ask):
         """The quality monitor's re-asks go through the upstreams current when they run."""
@@ -99,7 +103,8 @@ class GatewayState:
         with_redis = self.redis is not None
         self._publish(config, self.pools, self.policy_factory(config, self.redis),
                       AffinityIndex(self.redis) if with_redis else None,
-                      ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None)
+                      ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None,
+                      CacheStore(self.redis) if with_redis else None)
         await self._follow_registry()
         await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         # cards before serving: a request with `tools` must not meet capabilities not yet read
@@ -137,6 +142,7 @@ class GatewayState:
         await finish_within("the background tasks", asyncio.gather(*self._tasks, return_exceptions=True))
         await finish_within("the affinity writes", self.affinity.drain())
         await finish_within("the console's last flush", self.activity.drain())
+        await finish_within("the response cache's writes", self.services.cache.writes.drain())
         if self.session:
             await self.session.close()
         if self.redis is not None:
@@ -203,7 +209,7 @@ class GatewayState:
         """What each worker states it can do; one that did not answer is asked again next round."""
         cards = await asyncio.gather(*(read_card(self.session, b, self.config.health.timeout_s) for b in backends))
         for b, card in zip(backends, cards):
-            b.capabilities = card
+            b.capabilities, b.identity = card if card is not None else (None, None)
         self._publish(self.config, self.pools)
 
     async def _check(self, backend) -> None:
@@ -218,7 +224,7 @@ class GatewayState:
             log.warning("backend %s is now %s", backend.url, "healthy" if healthy else "unhealthy")
         backend.healthy = healthy
         if not healthy:
-            backend.capabilities = None  # read again when it is back: it may be another build
+            backend.capabilities = backend.identity = None  # read again when it is back: it may be another build
 
 
 # where the aiohttp app holds the process state (app.py sets it; handlers read it)

@@ -38,6 +38,34 @@ class StorageQuotas:
     stored_responses_bytes: int = setting(64 << 20, "Bytes of stored conversations a tenant may keep (in "
                                                     "Redis); past it, a request that stores is a 413.",
                                           minimum=1024)
+    cache_bytes: int = setting(64 << 20, "Bytes of cached answers a tenant may keep (in Redis); past it the least "
+                                         "recently used entries are evicted. A quota of its own: a full cache "
+                                         "never refuses a file or a stored response.", minimum=1024)
+
+
+CACHE_MODES = ("deterministic", "requested", "off")
+
+
+@dataclass(frozen=True)
+class CachePrice:
+    input: float = setting(0.0, "USD per million prompt tokens of an answer served from the cache.", minimum=0)
+    output: float = setting(0.0, "USD per million completion tokens of an answer served from the cache.",
+                            minimum=0)
+
+
+@dataclass(frozen=True)
+class CachePolicy:
+    mode: str = setting("deterministic", "Which requests the exact response cache serves and stores (when the "
+                                         "gateway's cache.enabled is on): deterministic (temperature 0 or a "
+                                         "seed, and any request that asks), requested (only requests that ask: "
+                                         "cache.mode exact in the body or x-tiergate-cache-mode: exact) or off "
+                                         "(a request that asks is a 400).", choices=CACHE_MODES)
+    ttl_s: int = setting(3600, "How long a cached answer is served; a request may ask for less or more "
+                               "(cache.ttl_s), up to max_ttl_s.", minimum=1)
+    max_ttl_s: int = setting(7 * 86400, "The longest cache.ttl_s a request may ask for; past it, a 400.",
+                             minimum=1)
+    price_per_mtok: CachePrice = setting(CachePrice(), "What an answer served from the cache is billed (default "
+                                                       "nothing); the usage log marks it usage_source cache.")
 
 
 def _budget_pair(f: Fields) -> tuple[int | None, int | None]:
@@ -101,7 +129,8 @@ class TenantPolicy:
     soft_budget_action: str = setting("downgrade", "Past a soft budget: downgrade (one allowed tier cheaper) "
                                                    "or none.", choices=SOFT_BUDGET_ACTIONS)
     storage: StorageQuotas = setting(StorageQuotas(), "What the tenant may keep stored: files and stored "
-                                                      "responses, by count and bytes.")
+                                                      "responses, by count and bytes, and cached answers.")
+    cache: CachePolicy = setting(CachePolicy(), "The exact response cache for this tenant (docs/caching.md).")
 
 
 def _sha256(f: Fields, key: str, default: str | None = None) -> str | None:
@@ -222,6 +251,8 @@ def parse_policy(f: Fields, tiers: list[str]) -> TenantPolicy:
         pinned_routes=lambda f, k: _pinned_routes(f, k, tiers))
     if abs(policy.tier_bias) > len(tiers):
         f.fail("tier_bias", f"must be between {-len(tiers)} and {len(tiers)}, got {policy.tier_bias}")
+    if policy.cache.ttl_s > policy.cache.max_ttl_s:
+        f.fail("cache.ttl_s", f"{policy.cache.ttl_s} is above cache.max_ttl_s ({policy.cache.max_ttl_s})")
     if policy.min_tier and policy.max_tier and tiers.index(policy.min_tier) > tiers.index(policy.max_tier):
         f.fail("min_tier", f"{policy.min_tier!r} is above max_tier {policy.max_tier!r}")
     return policy

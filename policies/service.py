@@ -224,9 +224,11 @@ class PolicyService:
 
     # -- settlement -------------------------------------------------------------------------------
     async def settle(self, admission: Admission, request_id: str, tier_name: str,
-                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker") -> None:
+                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
+                     price: TierPrice | None = None) -> None:
         """Book the real usage once per request id and release the admission's reservation; never
-        raises for Redis trouble (the log has it). 0 tokens (nothing served) books nothing."""
+        raises for Redis trouble (the log has it). 0 tokens (nothing served) books nothing.
+        `price`: what these tokens cost instead of the tier's (an answer served from the cache)."""
         tenant = admission.tenant
         self.local.release(tenant.name, admission.request_id)
         if not self.replica.first_settle(tenant.name, request_id):
@@ -235,7 +237,7 @@ class PolicyService:
         served = prompt_tokens > 0 or completion_tokens > 0
         if not served and (not admission.limited or not admission.charged_tokens):
             return  # nothing was served and nothing held in Redis: nothing to bill, log or release
-        price = self._prices.get(tier_name)
+        price = price or self._prices.get(tier_name)
         if price is None and served:
             raise ValueError(f"settle: unknown tier {tier_name!r}")
         day, month = self._day_month()

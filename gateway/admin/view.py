@@ -23,3 +23,11 @@ def sees_everything(request: web.Request, state) -> bool:
     except OpenAIError:
         return False
     return bool(getattr(tenant, "is_admin", False))
+
+
+def require_admin(request: web.Request, state) -> None:
+    """A 401 without a valid key, a 403 for a tenant's key; open where no tenants are configured."""
+    tenant = state.policy.authenticate(request.headers.get("Authorization"))
+    if not isinstance(state.policy, OpenPolicy) and not getattr(tenant, "is_admin", False):
+        raise OpenAIError(403, "this endpoint needs the admin key", code="admin_required",
+                          type="permission_error")

@@ -14,7 +14,11 @@ from wire.errors import OpenAIError, bad_request
 
 from ..core import metrics
 from ..admin.view import sees_everything
-from ..core.context import CTX, RequestContext, credentials
+from ..cache.controls import from_headers, take_controls
+from ..cache.entry import Recorder
+from ..cache.hit import serve_hit
+from ..cache.service import BYPASS, MISS
+from ..core.context import CACHE, CTX, RequestContext, credentials
 from ..config import AUTO
 from .embeddings import plan_embeddings_route
 from ..core.conclude import Admitted, conclude
@@ -61,19 +65,25 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     except OpenAIError as refusal:
         await count_refusal(policy, request, tenant, refusal)
         raise
-    return await serve(services, Call(request[CTX], tenant, kind, body), Delivery(request, shaper))
+    return await serve(services, Call(request[CTX], tenant, kind, body, headers=request.headers),
+                       Delivery(request, shaper))
 
 
 async def serve(services: Services, call: Call, delivery: Delivery = Delivery(), gate=None) -> web.StreamResponse:
-    """parse -> route -> admit -> relay -> conclude(outcome), for an authenticated tenant.
+    """parse -> route -> admit -> answer (from the cache, or relay) -> conclude(outcome), for an
+    authenticated tenant; then a fresh answer may be kept in the cache.
 
     Without `delivery.to` (a batch line) only whole answers are possible. `gate(tier)` is held
-    from admission to the end (batch lines: wait for spare capacity on the routed tier)."""
+    from admission to the end (batch lines: wait for spare capacity on the routed tier). A
+    cached answer is served only after authentication, the tenant's policy (the route) and
+    admission (rate limits, budgets), like any other."""
     policy, ctx, tenant = services.sinks.policy, call.ctx, call.tenant
     try:
-        request = build_request(services, call)
+        controls, body = take_controls(call.body, from_headers(call.headers or {}))
+        request = build_request(services, replace(call, body=body))
         if request.stream and delivery.to is None:
             raise bad_request("'stream' needs a client connection to stream to", param="stream")
+        plan = services.cache.plan(request, controls)
     except OpenAIError as refusal:
         await charge_refusal(policy, ctx, tenant, refusal)
         raise
@@ -88,11 +98,29 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
             raise
-        sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
-        tap = sample.tap if sample is not None else None
-        outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap))
+        entry = await services.cache.lookup(request, plan) if plan is not None and plan.read else None
+        if entry is not None:
+            outcome, sample = await serve_hit(request, entry, delivery), None
+        else:
+            sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
+            outcome, recorder = await _generate(services, request, plan, delivery, sample)
         await conclude(outcome, Admitted(request, admission, sample), services.sinks)
+        if entry is None and plan is not None and plan.write:
+            kept = services.cache.keep(request, plan, outcome, recorder)
+            if kept not in (None, "stored"):
+                metrics.METRICS.cache.labels(tenant.name, request.route.tier.name, kept).inc()
     return outcome.deliver(ctx)
+
+
+async def _generate(services: Services, request: GatewayRequest, plan, delivery: Delivery, sample):
+    """Relay the request to a worker; a stream the cache may keep is recorded as it passes."""
+    status = None if plan is None else (MISS if plan.read else BYPASS)
+    recorder = Recorder(services.cache.settings.max_entry_bytes) if plan and plan.write and request.stream else None
+    taps = [t for t in (sample.tap if sample is not None else None, recorder) if t is not None]
+    tap = taps[0] if len(taps) == 1 else (lambda payload: [t(payload) for t in taps]) if taps else None
+    headers = ((CACHE, status),) if status is not None else ()
+    outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap, headers))
+    return replace(outcome, cache=status), recorder
 
 
 def build_request(services: Services, call: Call) -> GatewayRequest:

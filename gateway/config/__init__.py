@@ -18,6 +18,7 @@ from typedconfig import ConfigError, Fields, parse_section, setting
 from typedconfig.sections import reject_moved
 
 from ..batches.config import BatchesConfig
+from ..cache.config import CacheConfig, check_shared
 from .tiers import Price, Tier, WorkerSpec, check_names_and_keys, parse_tiers
 from .tracing import TracingConfig
 from ..quality.config import QualityConfig, parse_quality
@@ -163,6 +164,8 @@ class Config:
                                      factory=lambda: QualityConfig(enabled=False), parse=parse_quality)
     batches: BatchesConfig = setting(doc="The OpenAI Batch API (/v1/files, /v1/batches): limits and the pace "
                                          "at which batches drain on spare capacity.", factory=BatchesConfig)
+    cache: CacheConfig = setting(doc="The exact response cache (docs/caching.md); each tenant's own settings "
+                                     "are its policy's cache: and storage.cache_bytes.", factory=CacheConfig)
     policies: PoliciesConfig = setting(doc="Per-tenant policy defaults and service settings (the tenants "
                                            "themselves are the top-level `tenants:`).", factory=PoliciesConfig,
                                        key="policy")
@@ -222,6 +225,7 @@ def parse_config(doc, source: str = "<config>") -> Config:
         Config, top, tiers=lambda f, key: tiers, embedding_tiers=lambda f, key: embedding_tiers,
         policies=lambda f, key: parse_policies(f.get(key, None), f.get("tenants", None), by_level, source))
     _check_aliases(top, config.aliases, names)
+    check_shared(top, config.cache, config.policies.tenants)
     config.source = source
     return config
 

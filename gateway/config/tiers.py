@@ -95,6 +95,10 @@ class Tier:
               "answer that came without usage when the worker cannot say (a foreign upstream); without it "
               "the gateway estimates and the usage log marks the row `estimate`. Loaded offline, on first use.",
         parse=_folder)
+    model_version: str | None = setting(
+        None, "The operator's label of the model behind this tier (e.g. a provider's snapshot date). The response "
+              "cache keys answers on it and on the identity the workers state (our workers: model and weights "
+              "digest), so change it when a foreign upstream changes its model under the same name.")
 
 
 def _no_inline_key(f: Fields) -> None:

@@ -107,6 +107,17 @@ def record_request(config: Config, tenant: str, route, outcome) -> Accounted | N
     return Accounted(reason, actual, counterfactual)
 
 
+def record_hit(config: Config, tenant: str, served: Tier, usage, price: TierPrice) -> Accounted:
+    """Account an answer served from the response cache: billed at `price`, and the tier's own
+    price of it counted as saved by the cache."""
+    billed = request_cost_micro(price, usage.prompt_tokens, usage.completion_tokens)
+    METRICS.cost.labels(tenant, served.name, served.model).inc(billed / MICRO_PER_USD)
+    at_tier = cost_micro(served, usage.prompt_tokens, usage.completion_tokens)
+    METRICS.cache_saved.labels(tenant, served.name).inc(max(0, at_tier - billed) / MICRO_PER_USD)
+    return Accounted("cache", billed, cost_micro(top_tier(config, served), usage.prompt_tokens,
+                                                 usage.completion_tokens))
+
+
 def record_cost(tenant: str, tier: Tier, prompt: int, completion: int) -> int:
     """Count the cost of tokens one tier served; returns it in micro-USD."""
     actual = cost_micro(tier, prompt, completion)

@@ -22,7 +22,9 @@ from typing import Any
 from policies.service import PolicyService as TenantPolicies
 from webwire.tracing import traced
 
-from .accounting import Accounted, publish_spend, record_cost, record_request
+from policies.costs import TierPrice, tier_price
+
+from .accounting import Accounted, publish_spend, record_cost, record_hit, record_request
 from ..console.activity import ActivityLog, Served
 from .context import RequestContext
 from .metrics import METRICS
@@ -64,8 +66,14 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
             opened.response.close()
         else:
             opened.response.release()
-    _observe(ctx, tenant, outcome)
-    accounted = record_request(request.config, tenant, route, outcome)
+    hit = outcome.cache == "hit"
+    if outcome.cache is not None:
+        METRICS.cache.labels(tenant, route.tier.name, outcome.cache).inc()
+    if hit:  # a worker's latency and tokens are not the cache's
+        accounted = record_hit(request.config, tenant, outcome.served, outcome.usage, hit_price(request))
+    else:
+        _observe(ctx, tenant, outcome)
+        accounted = record_request(request.config, tenant, route, outcome)
     for dropped in outcome.discarded:
         record_cost(tenant, dropped.tier, dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
     if sinks.activity.enabled:
@@ -80,7 +88,8 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
     usage = outcome.usage
     try:
         await policy.settle(admission, request.id, outcome.served.name, usage.prompt_tokens,
-                            usage.completion_tokens, usage_source=usage.source)
+                            usage.completion_tokens, usage_source=usage.source,
+                            price=hit_price(request) if outcome.cache == "hit" else None)
         for i, dropped in enumerate(outcome.discarded, start=1):  # served too: billed under ids of their own
             await policy.settle(_uncharged(admission), f"{request.id}:reask-{i}", dropped.tier.name,
                                 dropped.usage.prompt_tokens, dropped.usage.completion_tokens,
@@ -90,6 +99,12 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
     except Exception:  # settle failures are the policy's to report; the answer already left
         log.exception("settle failed for request %s (client request id %s)", request.id,
                       request.ctx.client_request_id or "none")
+
+
+def hit_price(request: GatewayRequest) -> TierPrice:
+    """What the tenant pays for an answer served from the response cache (its cache policy's price)."""
+    policy = getattr(request.tenant, "policy", None) or request.config.policies.defaults
+    return tier_price(policy.cache)
 
 
 def _uncharged(admission):

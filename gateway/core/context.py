@@ -14,6 +14,7 @@ from webwire.tracing import current_span
 
 TIER, MODEL, BACKEND, OVERHEAD = "x-tiergate-tier", "x-tiergate-model", "x-tiergate-backend", "x-tiergate-overhead-ms"
 CLIENT_REQUEST_ID = "x-client-request-id"
+CACHE = "x-tiergate-cache"  # hit, miss or bypass: what the response cache did for this answer
 
 
 @dataclass(frozen=True, slots=True)

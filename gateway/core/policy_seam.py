@@ -34,7 +34,8 @@ class PolicyService(Protocol):
                     n: int = 1, answers: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
-                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker") -> None: ...
+                     prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
+                     price=None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class OpenPolicy:
         return None
 
     async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,
-                     usage_source="worker") -> None:
+                     usage_source="worker", price=None) -> None:
         return None
 
 

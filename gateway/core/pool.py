@@ -20,7 +20,7 @@ from ..config import Breaker, Config
 
 class Backend:
     __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
-                 "capabilities", "_urls")
+                 "capabilities", "identity", "_urls")
 
     def __init__(self, url: str, api_key: str | None = None):
         self.url = url
@@ -33,6 +33,7 @@ class Backend:
         self.open_until = 0.0  # breaker open while now < open_until; half-open after
         self.probing = False
         self.capabilities = None  # what its /v1/models card states; None until read (and after it went down)
+        self.identity = None  # the model identity its card states (cache/identity.py); None until read
         self._urls: dict[str, URL] = {}
 
     def url_for(self, path: str) -> URL:

@@ -26,7 +26,7 @@ from wire.sse import DONE, error_event, iter_events
 from webwire.tracing import traced
 
 from ..config import Config, Tier
-from .context import RequestContext
+from .context import CACHE, RequestContext
 from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
@@ -60,15 +60,20 @@ class Outcome:
     answer: web.StreamResponse | None = None  # what the client gets...
     error: BaseException | None = None        # ...or what it raised instead
     discarded: tuple["Discarded", ...] = ()   # answers served but replaced (escalation on shape): billed too
+    cache: str | None = None                  # hit, miss or bypass (gateway/cache/); None: the cache is not in use
 
     @property
     def backend(self) -> str:
-        return self.opened.backend.label if self.opened is not None else "none"
+        if self.opened is not None:
+            return self.opened.backend.label
+        return "cache" if self.cache == "hit" else "none"
 
     def deliver(self, ctx: RequestContext) -> web.StreamResponse:
         """The answer (or the error) with the x-tiergate-* headers of what it came to; a stream
         sent its own when it started."""
         headers = ctx.headers(self.served, self.backend, self.upstream_s)
+        if self.cache is not None:
+            headers[CACHE] = self.cache
         if self.error is not None:
             if isinstance(self.error, OpenAIError):
                 self.error.headers.update(headers)
@@ -86,6 +91,7 @@ class Delivery:
     to: web.Request | None = None
     shaper: Any = None
     tap: Callable[[bytes], None] | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # more headers a stream sends as it starts (x-tiergate-cache)
 
 
 @traced("relay")
@@ -103,7 +109,8 @@ async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Deliver
         if not stream and request.kind == "chat":
             opened, discarded, attempts = await _reask_if_misshapen(upstreams, request.config, ask, opened, attempts)
         if stream:
-            headers = request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s)
+            headers = {**request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s),
+                       **dict(delivery.headers)}
             streamer = StreamRelay(delivery, opened, request.include_usage, headers)
             answer = await streamer.run()
         else:

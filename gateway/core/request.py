@@ -41,13 +41,14 @@ def max_tokens_on(requested: int, decision: Decision, tier: Tier) -> int:
 @dataclass(frozen=True, slots=True)
 class Call:
     """An authenticated request as it arrives at `handlers.serve`: its context, the tenant, the
-    kind (chat, completion or embeddings), its JSON body, and a priority that overrides the
-    tenant's (batch lines)."""
+    kind (chat, completion or embeddings), its JSON body, a priority that overrides the
+    tenant's (batch lines), and the headers that may carry cache controls."""
     ctx: RequestContext
     tenant: Any
     kind: str
     body: dict
     priority: str | None = None
+    headers: Any = None  # the HTTP request's headers (the cache controls); None for a batch line
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,14 @@
 """What one request is served with: the config, the two services built from it (the `Router`
-and the `Upstreams`), and the `Sinks` that conclude() reports to. A frozen snapshot: the
+and the `Upstreams`), the `Sinks` that conclude() reports to and the response cache. A frozen snapshot: the
 process (state.py) swaps it whole on a reload or a new worker card, and a request keeps the
 one it began with, whatever happens meanwhile."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..cache.identity import tier_identities
+from ..cache.service import PendingWrites, ResponseCache
+from ..cache.store import CacheStore
 from .affinity import AffinityIndex
 from .classify import ClassifierSlot
 from .conclude import Sinks
@@ -26,6 +29,7 @@ class Services:
     router: Router
     upstreams: Upstreams
     sinks: Sinks  # the policy (admit, settle), the console's counters, the quality monitor
+    cache: ResponseCache  # the exact response cache, with each tier's model identity
 
 
 def assemble(config: Config, classifiers: ClassifierSlot, quality: QualityShift, post: Post,
@@ -35,4 +39,6 @@ def assemble(config: Config, classifiers: ClassifierSlot, quality: QualityShift,
     pools = Pools(config)
     return Services(config, Router(classifiers, policy, by_tier(config, pools), quality),
                     Upstreams(pools, AffinityIndex(redis), RetryBudget(), post),
-                    Sinks(policy, ActivityLog(redis, config.redis.key_prefix, config.console), quality))
+                    Sinks(policy, ActivityLog(redis, config.redis.key_prefix, config.console), quality),
+                    ResponseCache(config.cache, CacheStore(redis) if redis is not None else None,
+                                  tier_identities(config, pools), PendingWrites()))

@@ -8,27 +8,38 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import NamedTuple
 
 import aiohttp
 
 from wire.capabilities import Capabilities, from_models_card, intersect
 
+from ..cache.identity import UNSTATED, stated_identity
 from ..config import Config
 from .pool import Backend, Pools
 
 MAX_CARD_BYTES = 256 * 1024
 
 
-async def read_card(session: aiohttp.ClientSession, backend: Backend, timeout_s: float) -> Capabilities | None:
+class WorkerCard(NamedTuple):
+    capabilities: Capabilities
+    identity: str  # the model identity it states (cache/identity.py), UNSTATED if none
+
+
+SAYS_NOTHING = WorkerCard(Capabilities(), UNSTATED)
+
+
+async def read_card(session: aiohttp.ClientSession, backend: Backend, timeout_s: float) -> WorkerCard | None:
     """What the worker states; a worker without a readable card states nothing; None: no answer."""
     try:
         async with session.get(backend.url + "/v1/models", headers=backend.auth_headers,
                                timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
             if response.status != 200:
-                return Capabilities()
-            return from_models_card(json.loads(await response.content.read(MAX_CARD_BYTES)))
+                return SAYS_NOTHING
+            card = json.loads(await response.content.read(MAX_CARD_BYTES))
+            return WorkerCard(from_models_card(card), stated_identity(card))
     except ValueError:
-        return Capabilities()
+        return SAYS_NOTHING
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return None  # down or silent: ask again once it is healthy
 

@@ -15,20 +15,13 @@ from aiohttp import web
 
 from wire.errors import OpenAIError
 
+from ..admin.view import require_admin
 from ..core.body import read_bytes
-from ..core.policy_seam import OpenPolicy
 from ..state import STATE
 from .hotswap import version_of
 from .monitor import top_tier
 
 RECENT = 500  # samples read for the summary
-
-
-def _require_admin(request: web.Request, state) -> None:
-    tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    if not isinstance(state.policy, OpenPolicy) and not getattr(tenant, "is_admin", False):
-        raise OpenAIError(403, "this endpoint needs the admin key", code="admin_required",
-                          type="permission_error")
 
 
 def _tier_summary(rows: list[dict]) -> dict:
@@ -41,7 +34,7 @@ def _tier_summary(rows: list[dict]) -> dict:
 
 async def quality(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    _require_admin(request, state)
+    require_admin(request, state)
     monitor, config = state.quality, state.config
     body = {"object": "tiergate.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top_tier(config).name,
@@ -82,7 +75,7 @@ async def quality(request: web.Request) -> web.Response:
 
 async def reload_classifier(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    _require_admin(request, state)
+    require_admin(request, state)
     try:
         event = await state.quality.swapper.reload("admin endpoint")
     except Exception as exc:
@@ -97,7 +90,7 @@ async def upload_outcomes(request: web.Request) -> web.Response:
     from classifier.outcomes import parse_line
 
     state = request.app[STATE]
-    _require_admin(request, state)
+    require_admin(request, state)
     monitor, limit = state.quality, state.config.limits.max_body_bytes
     raw = await read_bytes(request, limit)
     try:

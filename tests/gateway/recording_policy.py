@@ -41,5 +41,6 @@ class RecordingPolicy:
         self.reserved.append(max_tokens)
         return ("admission", request_id, max_tokens)
 
-    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens, usage_source="worker"):
+    async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens, usage_source="worker",
+                     price=None):
         self.settled.append((admission[1], tier_name, prompt_tokens, completion_tokens))

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from redis.crc import key_slot
 
+from gateway.cache.config import CacheConfig
+from gateway.cache.store import scope_keys
 from gateway.core.affinity import prefix_keys
 from gateway.batches.files import FileStore
 from gateway.batches.store import BatchStore
@@ -63,6 +65,15 @@ def batches_groups(tenant: str) -> list[list[str]]:
              store.key(tenant, "batch_1") + ":input"]]
 
 
+def cache_groups(tenant: str) -> list[list[str]]:
+    """Each cache script takes an entry and its scope's indexes; a tenant's own and a shared one's."""
+    groups = []
+    for config in (CacheConfig(), CacheConfig(shared={"org": (tenant, "other")})):
+        entries, index = scope_keys(PREFIX, config.scope_of(tenant))
+        groups.append([*index, entries + "0f" * 32])
+    return groups
+
+
 def affinity_groups(_tenant: str) -> list[list[str]]:
     settings = Affinity(chunk_chars=16, max_chunks=8)
     return [prefix_keys("x" * 200 + str(n), model, settings, PREFIX) for n, model in enumerate(("m1", "m2"))]
@@ -90,6 +101,7 @@ BUILDERS = {
     "gateway/batches/files.py": files_groups,
     "gateway/batches/store.py": batches_groups,
     "gateway/core/affinity.py": affinity_groups,
+    "gateway/cache/store.py": cache_groups,
     "gateway/quality/store.py": quality_groups,
     "policies/registry/store.py": registry_groups,
     "gateway/quality/learning.py": None,

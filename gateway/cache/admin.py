@@ -1,0 +1,72 @@
+"""`POST /admin/cache/clear` and `GET /admin/cache`: the admin key empties the response cache of
+one tenant (of its shared group, if it is in one), or of every tenant, whole or only the
+entries of one tier; and sees what each holds. Open only where no tenants are configured."""
+from __future__ import annotations
+
+from aiohttp import web
+
+from wire.errors import OpenAIError, bad_request
+
+from ..admin.view import require_admin
+from ..core.body import read_body
+from ..state import STATE
+
+MAX_CLEAR_BODY = 4096
+
+
+def _scopes(state, tenant: str | None) -> list[str]:
+    """The caches a clear or a read names: the tenant's, or every tenant's (each shared one once)."""
+    config = state.config
+    names = list(config.policies.tenants) or ["anonymous"]
+    if tenant is not None:
+        if not isinstance(tenant, str) or tenant not in names:
+            raise OpenAIError(404, f"no tenant {str(tenant)[:64]!r} in the config", param="tenant",
+                              code="not_found")
+        names = [tenant]
+    return list(dict.fromkeys(config.cache.scope_of(name) for name in names))
+
+
+def _store(state):
+    cache = state.services.cache
+    if cache.store is None:
+        raise OpenAIError(404, "the response cache needs the gateway's Redis, which is not configured",
+                          code="not_found")
+    return cache.store
+
+
+async def clear(request: web.Request) -> web.Response:
+    """Body (optional): {"tenant": name, "tier": name}; without a tenant, every tenant's cache."""
+    state = request.app[STATE]
+    require_admin(request, state)
+    asked = await read_body(request, MAX_CLEAR_BODY) if request.can_read_body else {}
+    unknown = set(asked) - {"tenant", "tier"}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise bad_request(f"'{name[:40]}' is not a field of a cache clear (tenant, tier)", param=name,
+                          code="unsupported_parameter")
+    tier = asked.get("tier")
+    if tier is not None and (not isinstance(tier, str) or state.config.tier(tier) is None):
+        raise bad_request(f"no tier {str(tier)[:64]!r} in the config", param="tier", code="invalid_value")
+    scopes = _scopes(state, asked.get("tenant"))
+    store, prefix = _store(state), state.config.redis.key_prefix
+    cleared = 0
+    for scope in scopes:
+        cleared += await store.clear(prefix, scope, tier)
+    return web.json_response({"cleared": cleared, "scopes": scopes, "tier": tier})
+
+
+async def holdings(request: web.Request) -> web.Response:
+    """Entries and bytes per cache (`?tenant=` for one tenant's)."""
+    state = request.app[STATE]
+    require_admin(request, state)
+    store, prefix = _store(state), state.config.redis.key_prefix
+    out = {}
+    for scope in _scopes(state, request.query.get("tenant")):
+        entries, used = await store.used(prefix, scope)
+        out[scope] = {"entries": entries, "bytes": used}
+    return web.json_response({"caches": out})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/admin/cache/clear", clear)
+    app.router.add_get("/admin/cache", holdings)

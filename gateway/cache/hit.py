@@ -1,0 +1,24 @@
+"""An answer served from the response cache, as the `Outcome` the rest of the path reads: the
+tier it came from, no worker, the usage it had (marked `cache`) and `cache` = hit."""
+from __future__ import annotations
+
+from ..core.context import CACHE
+from ..core.relay import Delivery, Outcome
+from ..core.request import GatewayRequest
+from ..core.usage import Usage
+from .entry import Entry, replay
+from .service import HIT
+
+
+async def serve_hit(request: GatewayRequest, entry: Entry, delivery: Delivery) -> Outcome:
+    """Replay the entry to the client; what goes wrong (the client gone) travels in the Outcome."""
+    tier = request.route.tier
+    usage = Usage(entry.prompt_tokens, entry.completion_tokens, reported=True, source="cache")
+    answer, error = None, None
+    try:
+        headers = {**request.ctx.headers(tier, "cache"), CACHE: HIT}
+        answer = await replay(entry, delivery, request.include_usage, headers)
+    except BaseException as exc:  # cancellation too: serve re-raises it after conclude
+        error = exc
+    return Outcome(request.kind, request.stream, tier, 0, None, usage, cut=False, stream_error=False,
+                   answer=answer, error=error, cache=HIT)

@@ -1,0 +1,160 @@
+"""The exact response cache as the request path uses it: `plan` (may this request be served or
+kept, under which key and scope), `lookup` and `keep`. A Redis failure is a miss, never a
+failed request; answers are written after they were delivered, by a bounded set of tasks."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from policies.config import CachePolicy
+from wire.errors import bad_request
+
+from ..core.metrics import METRICS
+from ..core.request import GatewayRequest
+from .config import CacheConfig
+from .controls import Controls
+from .entry import Entry, Recorder, one_line
+from .key import cache_key
+from .store import CacheStore
+
+log = logging.getLogger(__name__)
+HIT, MISS, BYPASS = "hit", "miss", "bypass"
+CACHED_KINDS = ("chat", "completion")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the cache does for one request; `key` is None for a bypass."""
+    scope: str
+    key: str | None = None
+    read: bool = False
+    write: bool = False
+    ttl_s: int = 0
+    max_age_s: int | None = None
+    quota: int = 0
+
+
+class PendingWrites:
+    """The cache writes in flight in this process, at most `limit` (past it an answer is not kept)."""
+
+    def __init__(self):
+        self.tasks: set[asyncio.Task] = set()
+
+    def start(self, write, limit: int) -> bool:
+        if len(self.tasks) >= limit:
+            return False
+        task = asyncio.get_running_loop().create_task(write)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return True
+
+    async def drain(self) -> None:
+        if self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def tenant_cache(request: GatewayRequest) -> tuple[CachePolicy, int]:
+    """The tenant's cache policy and byte quota (the policy defaults for a tenant without one)."""
+    policy = getattr(request.tenant, "policy", None) or request.config.policies.defaults
+    return policy.cache, policy.storage.cache_bytes
+
+
+def deterministic(request: GatewayRequest) -> bool:
+    params = request.parsed.params
+    return params.temperature == 0 or params.seed is not None
+
+
+def _refuse(why: str) -> None:
+    raise bad_request(why, param="cache.mode", code="cache_unavailable")
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCache:
+    settings: CacheConfig
+    store: CacheStore | None    # None: no Redis, no cache
+    identities: dict[str, str]  # tier -> model identity (cache/identity.py)
+    writes: PendingWrites
+
+    def plan(self, request: GatewayRequest, controls: Controls) -> Plan | None:
+        """None where the cache is not in use (off on this gateway, embeddings); a bypass plan
+        for a request it does not serve; a 400 for a request that asks what it cannot have."""
+        if not self.settings.enabled or self.store is None or request.kind not in CACHED_KINDS:
+            if controls.asks:
+                _refuse("the response cache is not enabled on this gateway" if request.kind in CACHED_KINDS
+                        else "the response cache serves chat and completions only")
+            return None
+        policy, quota = tenant_cache(request)
+        scope = self.settings.scope_of(request.tenant.name)
+        if policy.mode == "off":
+            if controls.asks:
+                _refuse(f"the response cache is off for tenant {request.tenant.name!r}")
+            return Plan(scope)
+        if controls.ttl_s is not None and controls.ttl_s > policy.max_ttl_s:
+            raise bad_request(f"'cache.ttl_s' may be at most {policy.max_ttl_s} for this tenant", param="cache.ttl_s",
+                              code="invalid_value")
+        wanted = controls.asks or (controls.mode is None and policy.mode == "deterministic" and deterministic(request))
+        if not wanted or (controls.no_cache and controls.no_store):
+            return Plan(scope)
+        key = cache_key(request, self.identities.get(request.route.tier.name, ""))
+        return Plan(scope, key, read=not controls.no_cache, write=not controls.no_store,
+                    ttl_s=controls.ttl_s or policy.ttl_s, max_age_s=controls.max_age_s, quota=quota)
+
+    async def lookup(self, request: GatewayRequest, plan: Plan) -> Entry | None:
+        """The entry to serve, or None; Redis trouble is a miss."""
+        try:
+            raw = await self.store.get(request.config.redis.key_prefix, plan.scope, plan.key)
+            entry = Entry.decode(raw) if raw is not None else None
+        except Exception as exc:  # noqa: BLE001 - any Redis or decoding failure: generate instead
+            METRICS.redis_errors.labels("cache_get").inc()
+            log.warning("response cache read failed: %s", exc)
+            return None
+        if entry is None or (plan.max_age_s is not None and entry.age_s() > plan.max_age_s):
+            return None
+        return entry
+
+    def keep(self, request: GatewayRequest, plan: Plan, outcome, recorder: Recorder | None) -> str | None:
+        """Write a complete answer of the planned tier after it was delivered; what came of it
+        (None: nothing to keep)."""
+        entry = self._entry(request, outcome, recorder)
+        if entry is None:
+            return None
+        value = entry.encode()
+        if len(value) > self.settings.max_entry_bytes:
+            return "too_large"
+        write = self._write(request, plan, value)
+        if not self.writes.start(write, self.settings.max_pending_writes):
+            write.close()
+            return "queue_full"
+        return "stored"
+
+    def _entry(self, request: GatewayRequest, outcome, recorder: Recorder | None) -> Entry | None:
+        """The answer as an entry: only one the route's own tier served whole, first time, without error."""
+        if (outcome.error is not None or outcome.cut or outcome.stream_error or outcome.discarded
+                or outcome.opened is None or outcome.served.name != request.route.tier.name
+                or outcome.opened.response.status != 200):
+            return None
+        if outcome.stream:
+            if recorder is None or recorder.overflow or not recorder.payloads:
+                return None
+            payloads = tuple(one_line(p) for p in recorder.payloads)
+        else:
+            payloads = (one_line(outcome.opened.body),)
+        usage = outcome.usage
+        return Entry(request.kind, outcome.stream, request.route.tier.name, usage.prompt_tokens,
+                     usage.completion_tokens, int(time.time() * 1000), payloads)
+
+    async def _write(self, request: GatewayRequest, plan: Plan, value: bytes) -> None:
+        try:
+            stored, _, evicted = await self.store.put(request.config.redis.key_prefix, plan.scope, plan.key, value,
+                                                      plan.ttl_s, plan.quota, request.route.tier.name)
+        except Exception as exc:  # noqa: BLE001 - the answer already left; the next one may be kept
+            METRICS.redis_errors.labels("cache_put").inc()
+            log.warning("response cache write failed: %s", exc)
+            return
+        tier = request.route.tier.name
+        if evicted:
+            METRICS.cache.labels(request.tenant.name, tier, "evicted").inc(evicted)
+        if not stored:
+            METRICS.cache.labels(request.tenant.name, tier, "too_large").inc()
