@@ -1,14 +1,17 @@
-"""`POST /admin/cache/clear` and `GET /admin/cache`: the admin key empties the response cache of
+"""`POST /admin/cache/clear` and `GET /admin/cache`: an admin key empties the response cache of
 one tenant (of its shared group, if it is in one), or of every tenant, whole or only the
-entries of one tier; and sees what each holds. Open only where no tenants are configured."""
+entries of one tier (a change: a key of scope write); and sees what each holds. Open only
+where no tenants are configured."""
 from __future__ import annotations
 
 from aiohttp import web
 
 from wire.errors import OpenAIError, bad_request
 
+from ..admin.access import WRITE
 from ..admin.view import require_admin
 from ..core.body import read_body
+from ..core.context import credentials
 from ..state import STATE
 
 MAX_CLEAR_BODY = 4096
@@ -16,8 +19,8 @@ MAX_CLEAR_BODY = 4096
 
 def _scopes(state, tenant: str | None) -> list[str]:
     """The caches a clear or a read names: the tenant's, or every tenant's (each shared one once)."""
-    config = state.config
-    names = list(config.policies.tenants) or ["anonymous"]
+    config, keyring = state.config, getattr(state.policy, "keyring", None)
+    names = (keyring.tenant_names() if keyring is not None else list(config.policies.tenants)) or ["anonymous"]
     if tenant is not None:
         if not isinstance(tenant, str) or tenant not in names:
             raise OpenAIError(404, f"no tenant {str(tenant)[:64]!r} in the config", param="tenant",
@@ -38,6 +41,10 @@ async def clear(request: web.Request) -> web.Response:
     """Body (optional): {"tenant": name, "tier": name}; without a tenant, every tenant's cache."""
     state = request.app[STATE]
     require_admin(request, state)
+    who = state.policy.authenticate(credentials(request))
+    if getattr(who, "admin_scope", WRITE) != WRITE:
+        raise OpenAIError(403, f"admin key {who.key_id!r} may read but not clear the cache", type="permission_error",
+                          code="admin_scope_insufficient")
     asked = await read_body(request, MAX_CLEAR_BODY) if request.can_read_body else {}
     unknown = set(asked) - {"tenant", "tier"}
     if unknown:
