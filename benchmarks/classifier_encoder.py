@@ -29,9 +29,10 @@ from classifier.outcome_model import known_levels
 from classifier.runtime import ComplexityClassifier
 from classifier.static_vectors import DIMS
 
-from .classifier_outcomes import FRACTIONS, apgr_and_share, synthetic_stress_set
+from .classifier_outcomes import curve_metrics, synthetic_stress_set
 from .classifier_real_outcomes import build as real_outcomes
 
+FRACTIONS = (0.05, 0.10, 0.20)
 MINILM_DIMS = 384
 WORDS = "the router sends each request to the cheapest tier able to answer it well and learns from outcomes".split()
 
@@ -79,9 +80,9 @@ def simulate(rows: list[dict], encoder: MiniLMEmbedder, seed: int = 3) -> dict:
         out[name] = {}
         for frac in FRACTIONS:
             cut = int(len(rows) * frac)
-            p_good, _ = fit(x[:cut], probs[:cut], known[:cut], dims).estimate(x[cut:], probs[cut:], dims)
-            apgr, share = apgr_and_share(1 - p_good[:, 0], weak[cut:], strong[cut:])
-            out[name][f"{int(frac * 100)}%"] = {"apgr": apgr, "strong_share_for_95pct": share}
+            need = fit(x[:cut], probs[:cut], known[:cut], dims).assess(x[cut:], probs[cut:], dims).need
+            m = curve_metrics(need[:, 0], weak[cut:], strong[cut:], np.random.default_rng(seed))
+            out[name][f"{int(frac * 100)}%"] = {"apgr": round(m["apgr"], 4), "savings_at_95pct": m["save95"]}
     return out
 
 

@@ -1,26 +1,47 @@
-"""Outcome simulation for `python -m benchmarks.classifier`: feed 5/10/20% of an outcome set
-through `train --outcomes` and measure routing between a weak (level 1) and a strong
-(level 4) tier on the rest, before and after.
+"""`python -m benchmarks.classifier_outcomes [--outcomes FILE ...]`: routing between the cheapest and
+the top level of an outcome set, learned from 50, 100, 300, 1,000 labels and 20% of the set.
 
-APGR: the area under the "performance gap recovered" curve when the requests with the
-highest P(tier >= 2) go to the strong tier, over strong shares 0..1 (random routing: 0.5).
+Scored as the RouteLLM paper scores routers: the k requests with the highest score go to the
+strong level, k = 0..N. PGR(k) is the share of the quality gap (always weak -> always strong)
+recovered; APGR is its mean over k; CPT(x) the least share of strong calls reaching PGR x;
+savings at 95% the share of strong calls saved at 95% of the strong level's quality. Each figure
+is the mean over 5 random splits (labels drawn from the set, the rest scored) with a 95%
+t-interval. Ties are broken at random, so a constant score (always-cheap) scores as random.
+
+Rows: random; always-cheap and always-strong (points, not curves); today's model zero-shot
+(the classifier's P(level above the weak one)) and after learning (1 - p_good of the weak level,
+the target before issue 53); the new model (need: P(strong right AND weak wrong)); the ablation
+of the target (P(weak fails) on the new model's features); and the new model's parts alone.
+The method is frozen here; outcome sets the project did not build are scored with it as it is.
+Last stdout line: one JSON object.
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-import random
-import shutil
-import tempfile
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from classifier.dataset import load_splits
-from classifier.runtime import PACKAGED_MODEL_DIR, ComplexityClassifier
+from classifier.features import extract_many
+from classifier.outcome_fit import fit
+from classifier.outcome_model import PASS, UNKNOWN, OutcomeMemory, OutcomeModel, known_levels
+from classifier.outcomes import read_outcome_lines
+from classifier.runtime import ComplexityClassifier
+from classifier.static_vectors import DIMS
 
-FRACTIONS = (0.05, 0.10, 0.20)
-SHARES = np.linspace(0, 1, 101)
+LABELS = (50, 100, 300, 1000, "20%")
+SPLITS = 5
+MIN_SCORED = 100  # a label count that leaves fewer rows to score is skipped
+T95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78}  # two-sided 95% t quantile by number of splits
+SETS_DIR = Path(__file__).resolve().parent / "data"
+
+
+def log(message: str) -> None:
+    print(f"[classifier_outcomes] {message}", file=sys.stderr, flush=True)
 
 
 def _text(row: dict) -> str:
@@ -41,54 +62,186 @@ def synthetic_stress_set() -> list[dict]:
     return out
 
 
-def apgr_and_share(scores: np.ndarray, weak: np.ndarray, strong: np.ndarray) -> tuple[float, float]:
-    order = np.argsort(-scores, kind="stable")
-    n, qw, qs = len(scores), weak.mean(), strong.mean()
-    quality = []
-    for share in SHARES:
-        k = int(round(share * n))
-        routed_strong = np.zeros(n, bool)
-        routed_strong[order[:k]] = True
-        quality.append(np.where(routed_strong, strong, weak).mean())
-    quality = np.array(quality)
-    gap = qs - qw
-    pgr = (quality - qw) / gap if gap > 0 else np.ones_like(quality)
-    apgr = float(np.mean((pgr[1:] + pgr[:-1]) / 2))
-    need = SHARES[np.argmax(quality >= 0.95 * qs)] if np.any(quality >= 0.95 * qs) else 1.0
-    return round(apgr, 4), round(float(need), 4)
+# -- scoring ----------------------------------------------------------------------------------
+
+def curve_metrics(scores: np.ndarray, weak: np.ndarray, strong: np.ndarray, rng: np.random.Generator) -> dict:
+    """APGR, CPT(50%), CPT(80%), savings at 95% of the strong level's quality, for one ranking."""
+    n = len(scores)
+    order = np.lexsort((rng.random(n), -np.asarray(scores, float)))  # highest first, ties at random
+    quality = (weak.sum() + np.concatenate([[0.0], np.cumsum((strong - weak)[order])])) / n  # k = 0..N
+    qw, qs = weak.mean(), strong.mean()
+    pgr = (quality - qw) / (qs - qw) if qs > qw else np.ones_like(quality)
+    share = np.arange(n + 1) / n
+
+    def least(reached: np.ndarray) -> float:
+        return float(share[np.argmax(reached)]) if reached.any() else 1.0
+
+    return {"apgr": float(pgr.mean()), "cpt50": least(pgr >= 0.5), "cpt80": least(pgr >= 0.8),
+            "save95": 1.0 - least(quality >= 0.95 * qs - 1e-12)}
 
 
-def _route_scores(model_dir: str | Path | None, rows: list[dict]) -> np.ndarray:
-    """P(the weak tier is not good enough): the strong tier goes to the highest first."""
-    clf = ComplexityClassifier.load(model_dir)
-    return np.array([1.0 - p.p_good[0] for p in clf.predict_many(rows)])
+def fixed_point(weak: np.ndarray, strong: np.ndarray, to_strong: bool) -> dict:
+    """Always one level: its PGR in place of an area, and what it saves at 95% if it gets there."""
+    q = strong.mean() if to_strong else weak.mean()
+    gap = strong.mean() - weak.mean()
+    enough = q >= 0.95 * strong.mean() - 1e-12
+    return {"apgr": 1.0 if to_strong or gap <= 0 else 0.0, "cpt50": 1.0 if to_strong else None,
+            "cpt80": 1.0 if to_strong else None, "save95": (0.0 if to_strong else 1.0) if enough else None}
 
 
-def simulate(outcome_rows: list[dict], log, seed: int = 3) -> dict:
-    from classifier.pipeline import learn_outcomes, train  # scikit-learn: benchmark/training side only
+def summary(runs: list[dict]) -> dict:
+    """Mean and 95% t-interval per figure over the splits."""
+    out = {}
+    for key in runs[0]:
+        values = np.array([r[key] for r in runs if r[key] is not None], float)
+        if not len(values):
+            out[key] = None
+            continue
+        half = T95.get(len(values), 2.0) * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+        out[key] = {"mean": round(float(values.mean()), 4), "ci95": [round(float(values.mean() - half), 4),
+                                                                      round(float(values.mean() + half), 4)]}
+    return out
 
-    rows = list(outcome_rows)
-    random.Random(seed).shuffle(rows)
-    report = {"rows": len(rows)}
-    with tempfile.TemporaryDirectory() as tmp:
-        for frac in FRACTIONS:
-            cut = int(len(rows) * frac)
-            fed, rest = rows[:cut], rows[cut:]
-            weak = np.array([r["outcomes"]["1"] for r in rest], float)
-            strong = np.array([r["outcomes"]["4"] for r in rest], float)
-            path = Path(tmp) / f"outcomes-{frac}.jsonl"
-            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fed))
-            log(f"outcome simulation: training with {cut} outcome rows ({frac:.0%})")
-            train(None, Path(tmp) / f"model-{frac}", outcomes=[str(path)], progress=lambda _: None)
-            before = apgr_and_share(_route_scores(None, rest), weak, strong)
-            after = apgr_and_share(_route_scores(Path(tmp) / f"model-{frac}", rest), weak, strong)
-            kept = Path(tmp) / f"kept-{frac}"  # the shipped classifier as it is, outcome models on top
-            shutil.copytree(PACKAGED_MODEL_DIR, kept)
-            learn_outcomes(kept, [str(path)])
-            on_top = apgr_and_share(_route_scores(kept, rest), weak, strong)
-            report[f"{int(frac * 100)}%"] = {
-                "fed_rows": cut, "evaluated_rows": len(rest),
-                "apgr_before": before[0], "apgr_after": after[0], "apgr_after_without_retraining": on_top[0],
-                "strong_share_for_95pct_before": before[1], "strong_share_for_95pct_after": after[1],
-                "strong_share_for_95pct_after_without_retraining": on_top[1]}
-    return report
+
+# -- the routers --------------------------------------------------------------------------------
+
+class OutcomeSet:
+    """An outcome file's rows that know both the weak (lowest) and the strong (highest) level,
+    with the classifier's inputs extracted once."""
+
+    def __init__(self, name: str, requests: list[dict], levels: list[dict[int, bool]], clf: ComplexityClassifier):
+        named = sorted({lv for row in levels for lv in row})
+        self.name, self.weak_level, self.strong_level = name, named[0], named[-1]
+        known = np.stack([known_levels(lv) for lv in levels])
+        both = (known[:, self.weak_level - 1] != UNKNOWN) & (known[:, self.strong_level - 1] != UNKNOWN)
+        self.requests = [r for r, keep in zip(requests, both) if keep]
+        self.known = known[both]
+        self.texts, self.numeric = extract_many(self.requests)
+        self.numeric = self.numeric.astype(np.float64)
+        self.probs = clf.probabilities(self.texts, self.numeric).astype(np.float64)
+        self.weak = (self.known[:, self.weak_level - 1] == PASS).astype(float)
+        self.strong = (self.known[:, self.strong_level - 1] == PASS).astype(float)
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+    def about(self) -> dict:
+        both_right = float(np.mean((self.weak == 1) & (self.strong == 1)))
+        return {"rows": len(self), "levels": [self.weak_level, self.strong_level],
+                "weak_accuracy": round(float(self.weak.mean()), 4), "strong_accuracy": round(float(self.strong.mean()), 4),
+                "only_strong_right": round(float(np.mean((self.weak == 0) & (self.strong == 1))), 4),
+                "both_right": round(both_right, 4)}
+
+
+def _model_scores(data: OutcomeSet, train: np.ndarray, test: np.ndarray, target: str, texts: bool,
+                  parts: str = "all") -> np.ndarray:
+    """need at the weak level (target gain or fail) from a model fitted on the train rows."""
+    model = fit(data.numeric[train], data.probs[train], data.known[train], DIMS,
+                texts=[data.texts[i] for i in train] if texts else None, target=target)
+    if parts == "neighbours":  # the nearest outcomes on the classifier's prior alone
+        model = OutcomeModel(model.memory, (None,) * 4, model.mean, model.scale, top=model.top, target=target)
+    elif parts == "fitted":  # no nearest outcomes
+        model = OutcomeModel(OutcomeMemory.empty(DIMS), model.fits, model.mean, model.scale, model.gain_fits,
+                             model.grams, model.top, target)
+    a = model.assess(data.numeric[test], data.probs[test], DIMS, [data.texts[i] for i in test])
+    if parts == "grams":
+        return model.grams.logits([data.texts[i] for i in test])[:, data.weak_level - 1]
+    return a.need[:, data.weak_level - 1]
+
+
+def _today_learned(data: OutcomeSet, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    model = fit(data.numeric[train], data.probs[train], data.known[train], DIMS, target="fail")
+    return 1.0 - model.assess(data.numeric[test], data.probs[test], DIMS).p_good[:, data.weak_level - 1]
+
+
+ROUTERS = {
+    "random": lambda d, tr, te, rng: rng.random(len(te)),
+    "today_zero_shot": lambda d, tr, te, rng: 1.0 - np.cumsum(d.probs[te], 1)[:, d.weak_level - 1],
+    "today_learned": lambda d, tr, te, rng: _today_learned(d, tr, te),
+    "new_gain": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True),
+    "ablation_fail_same_features": lambda d, tr, te, rng: _model_scores(d, tr, te, "fail", True),
+    "part_no_grams": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", False),
+    "part_neighbours_only": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", False, "neighbours"),
+    "part_no_neighbours": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True, "fitted"),
+    "part_grams_only": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True, "grams"),
+}
+
+
+def label_counts(n: int) -> list[tuple[str, int]]:
+    counts = [(str(c), c) if isinstance(c, int) else (c, int(n * float(c[:-1]) / 100)) for c in LABELS]
+    return [(name, c) for name, c in counts if c >= 10 and n - c >= MIN_SCORED]
+
+
+def label_curve(data: OutcomeSet, routers: dict = ROUTERS, splits: int = SPLITS) -> dict:
+    """Per label count: each router's figures over `splits` random splits."""
+    out = {"set": data.about(), "by_labels": {}}
+    for name, count in label_counts(len(data)):
+        runs: dict[str, list[dict]] = {r: [] for r in [*routers, "always_cheap", "always_strong"]}
+        for split in range(splits):
+            rng = np.random.default_rng(1000 * split + count)
+            perm = rng.permutation(len(data))
+            train, test = perm[:count], perm[count:]
+            weak, strong = data.weak[test], data.strong[test]
+            for router, score in routers.items():
+                runs[router].append(curve_metrics(score(data, train, test, rng), weak, strong, rng))
+            runs["always_cheap"].append(fixed_point(weak, strong, False))
+            runs["always_strong"].append(fixed_point(weak, strong, True))
+        out["by_labels"][name] = {"labels": count, **{r: summary(v) for r, v in runs.items()}}
+        log(f"{data.name}: {name} labels: " + ", ".join(
+            f"{r} {out['by_labels'][name][r]['apgr']['mean']:.3f}" for r in routers))
+    return out
+
+
+def table(result: dict) -> str:
+    """Markdown: APGR / savings at 95% per router and label count (means)."""
+    counts = list(result["by_labels"])
+    routers = list(result["by_labels"][counts[0]])[1:]
+    lines = ["| router | " + " | ".join(f"{c} labels" for c in counts) + " |", "|---" * (len(counts) + 1) + "|"]
+    for r in routers:
+        cells = []
+        for c in counts:
+            row = result["by_labels"][c][r]
+            apgr, save = row["apgr"], row["save95"]
+            cells.append(f"{apgr['mean']:.3f} / {save['mean']:.0%}" if save else f"{apgr['mean']:.3f} / -")
+        lines.append(f"| {r} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def project_sets() -> dict[str, Path]:
+    """Outcome files the project built (benchmarks/data/outcomes*.jsonl)."""
+    return {p.stem: p for p in sorted(SETS_DIR.glob("outcomes*.jsonl"))}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.classifier_outcomes")
+    parser.add_argument("--outcomes", action="append", default=[], help="outcome JSONL (repeatable; default: the "
+                        "project's sets in benchmarks/data and the synthetic stress set)")
+    parser.add_argument("--real-answers", action="store_true", help="also the checkable questions answered by the "
+                        "shipped models (benchmarks/classifier_real_outcomes.py; minutes the first time)")
+    parser.add_argument("--splits", type=int, default=SPLITS)
+    args = parser.parse_args(argv)
+    clf = ComplexityClassifier.load()
+    sets = {Path(p).stem: read_outcome_lines(p) for p in args.outcomes} or \
+        {name: read_outcome_lines(p) for name, p in project_sets().items()}
+    if not args.outcomes:
+        stress = synthetic_stress_set()
+        sets["synthetic_stress"] = ([{k: r[k] for k in ("messages", "prompt") if k in r} for r in stress],
+                                    [{int(k): v for k, v in r["outcomes"].items()} for r in stress])
+    if args.real_answers:
+        from .classifier_real_outcomes import build
+
+        real = build()[0]
+        sets["real_answers"] = ([{"prompt": r["prompt"]} for r in real],
+                                [{int(k): v for k, v in r["outcomes"].items()} for r in real])
+    result = {"benchmark": "classifier_outcomes", "splits": args.splits, "sets": {}}
+    for name, (requests, levels) in sets.items():
+        data = OutcomeSet(name, requests, levels, clf)
+        log(f"{name}: {data.about()}")
+        result["sets"][name] = label_curve(data, splits=args.splits)
+        print(f"\n{name} (APGR / savings at 95%, mean of {args.splits} splits)\n{table(result['sets'][name])}",
+              file=sys.stderr)
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), separators=(",", ":")))

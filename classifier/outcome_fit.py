@@ -3,24 +3,43 @@ from __future__ import annotations
 
 import numpy as np
 
-from .outcome_model import CAPACITY, FAIL, LEVELS, PASS, LevelFit, OutcomeMemory, OutcomeModel, logit, prior_p_good
+from .outcome_grams import GramModel
+from .outcome_model import (CAPACITY, LEVELS, PASS, UNKNOWN, LevelFit, OutcomeMemory, OutcomeModel, blended, logit,
+                            monotone, need_from, prior_p_good, target_labels)
 
 MIN_ROWS = 20  # per level, and
 MIN_EACH = 3   # of passes and of failures, before a level gets a fitted model
 C = 1.0        # inverse L2 strength (measured: docs/routing.md)
 
 
-def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
-        capacity: int = CAPACITY) -> OutcomeModel:
-    """An OutcomeModel from [N,F] features, the classifier's [N,4] probabilities at the time, and
-    [N,4] PASS / FAIL / UNKNOWN per level; the newest `capacity` rows are fitted and kept."""
+def _level_fit(x: np.ndarray, y: np.ndarray) -> LevelFit | None:
     from sklearn.linear_model import LogisticRegression
 
+    if len(y) < MIN_ROWS or min(int(y.sum()), int((~y).sum())) < MIN_EACH:
+        return None
+    model = LogisticRegression(C=C, max_iter=2000).fit(x, y)
+    return LevelFit(model.coef_[0].astype(np.float64), float(model.intercept_[0]), len(y))
+
+
+def top_level(known: np.ndarray) -> int:
+    """Index of the highest level any outcome observed (implied passes above it do not count)."""
+    seen = np.flatnonzero((known != UNKNOWN).any(0))
+    return int(seen.max()) if len(seen) else len(LEVELS) - 1
+
+
+def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
+        capacity: int = CAPACITY, texts: list[str] | None = None, target: str = "gain",
+        top: int | None = None) -> OutcomeModel:
+    """An OutcomeModel from [N,F] features, the classifier's [N,4] probabilities at the time, and
+    [N,4] PASS / FAIL / UNKNOWN per level; the newest `capacity` rows are fitted and kept. With
+    the texts the classifier read, the n-gram model of the target is fitted too."""
     # the newest rows only: bounds the fit's time (the learner refits at every candidate)
     numeric, known = np.asarray(numeric, np.float64)[-capacity:], np.asarray(known, np.int8)[-capacity:]
     probs = np.asarray(probs)[-capacity:]
+    texts = list(texts)[-capacity:] if texts is not None else None
     if not len(numeric):
         return OutcomeModel.empty(numeric.shape[1], dims)
+    top = top_level(known) if top is None else top
     # structural counts on one scale; the unit task vector keeps its own (standardising its
     # dimensions made each as loud as a count and overfitted: docs/routing.md)
     mean, scale = numeric.mean(0), numeric.std(0) + 1e-6
@@ -28,13 +47,17 @@ def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
     z, prior = (numeric - mean) / scale, prior_p_good(probs)
     fits = []
     for i, _ in enumerate(LEVELS):
-        rows = known[:, i] != -1
-        passes, fails = int((known[rows, i] == PASS).sum()), int((known[rows, i] == FAIL).sum())
-        if rows.sum() < MIN_ROWS or min(passes, fails) < MIN_EACH:
-            fits.append(None)
-            continue
-        x = np.hstack([logit(prior[rows, i:i + 1]), z[rows]])
-        model = LogisticRegression(C=C, max_iter=2000).fit(x, known[rows, i] == PASS)
-        fits.append(LevelFit(model.coef_[0].astype(np.float64), float(model.intercept_[0]), int(rows.sum())))
+        rows = known[:, i] != UNKNOWN
+        fits.append(_level_fit(np.hstack([logit(prior[rows, i:i + 1]), z[rows]]), known[rows, i] == PASS))
+    fits = tuple(fits)
+    need_prior = need_from(monotone(blended(fits, prior, z)), top, target)
+    hits, labelled = target_labels(known, top, target)
+    gain_fits, gram_labels = [], []
+    for i, _ in enumerate(LEVELS):
+        rows = labelled[:, i]
+        gain_fits.append(_level_fit(np.hstack([logit(need_prior[rows, i:i + 1]), z[rows]]), hits[rows, i]))
+        gram_labels.append((rows, hits[rows, i]) if gain_fits[-1] is not None else None)
+    grams = GramModel.fit(texts, gram_labels) if texts is not None else None
     memory = OutcomeMemory.empty(dims).plus(numeric[:, -dims:], known, capacity)
-    return OutcomeModel(memory, tuple(fits), mean.astype(np.float32), scale.astype(np.float32))
+    return OutcomeModel(memory, fits, mean.astype(np.float32), scale.astype(np.float32), tuple(gain_fits), grams,
+                        top, target)

@@ -11,6 +11,12 @@ for every level above it, a failure for every level below. Two stages move the p
    (PRIOR_WEIGHT + sum(w)) over those that know L (RouteLLM's similarity weighting): a kind of
    request seen failing a few times moves at once, before any refit.
 
+What routing reads is the *gain*: need[L] = P(the top level right AND level L wrong), the quality
+lost against the top by stopping at L. Its prior is p_good[top] - p_good[L] from the stages above
+(without pair labels that is P(L fails)); a logistic model per level on pairs where both levels
+answered, a character n-gram model (classifier/outcome_grams.py) and the nearest pairs move it the
+same way. A request goes to the cheapest level whose need is within the threshold.
+
 The choice and its figures: docs/routing.md.
 """
 from __future__ import annotations
@@ -21,6 +27,8 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+
+from .outcome_grams import GramModel
 
 LEVELS = (1, 2, 3, 4)
 UNKNOWN, FAIL, PASS = -1, 0, 1
@@ -68,19 +76,40 @@ class OutcomeMemory:
         vectors = np.concatenate([self.vectors, unit_rows(vectors)])[-capacity:]
         return OutcomeMemory(vectors, np.concatenate([self.known, np.asarray(known, np.int8)])[-capacity:])
 
-    def evidence(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """([M,4] weighted passes, [M,4] total weight) from each query's nearest outcomes."""
+    def evidence(self, queries: np.ndarray, top: int = len(LEVELS) - 1, target: str = "gain") -> "Evidence":
+        """Weighted counts over each query's nearest outcomes: passes per level, and the target per
+        level below `top` (gain: top passed and the level failed, among pairs where both are known;
+        fail: the level failed), each with the weight that knew it."""
         queries = unit_rows(queries)
         if not len(self):
             zeros = np.zeros((len(queries), len(LEVELS)))
-            return zeros, zeros.copy()
+            return Evidence(zeros, zeros.copy(), zeros.copy(), zeros.copy())
         sims = queries @ self.vectors.T  # [M, N]
         k = min(NEIGHBOURS, sims.shape[1])
         near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         weights = np.exp(SHARPNESS * (np.take_along_axis(sims, near, 1) - 1.0))[:, :, None]  # [M, k, 1]
         known = self.known[near]  # [M, k, 4]
-        return (weights * (known == PASS)).sum(1), (weights * (known != UNKNOWN)).sum(1)
+        hits, labelled = target_labels(known, top, target)
+        return Evidence((weights * (known == PASS)).sum(1), (weights * (known != UNKNOWN)).sum(1),
+                        (weights * hits).sum(1), (weights * labelled).sum(1))
 
+
+@dataclass(frozen=True)
+class Evidence:
+    passes: np.ndarray  # [M,4] weighted passes
+    weight: np.ndarray  # [M,4] weight of the outcomes that knew each level
+    hits: np.ndarray    # [M,4] weighted targets (gain or failure) per level
+    labelled: np.ndarray  # [M,4] weight of the outcomes labelled for the target
+
+
+def target_labels(known: np.ndarray, top: int, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """([..., 4] target hit, [..., 4] labelled) from PASS / FAIL / UNKNOWN rows; nothing at or above top."""
+    below = np.arange(known.shape[-1]) < top
+    if target == "fail":
+        return (known == FAIL) & below, (known != UNKNOWN) & below
+    top_known = known[..., top:top + 1]
+    labelled = (known != UNKNOWN) & (top_known != UNKNOWN) & below
+    return labelled & (known == FAIL) & (top_known == PASS), labelled
 
 
 @dataclass(frozen=True)
@@ -92,13 +121,27 @@ class LevelFit:
 
 
 @dataclass(frozen=True)
+class Assessment:
+    """What the outcome models say of M requests, per level (each [M,4])."""
+    p_good: np.ndarray  # P(the level's answer is good enough)
+    weight: np.ndarray  # weight of the past outcomes behind p_good (0: the prior alone)
+    need: np.ndarray    # the target at each level: P(top right AND this level wrong) (0 at and above the top)
+    need_weight: np.ndarray  # weight of the labelled pairs behind need
+
+
+@dataclass(frozen=True)
 class OutcomeModel:
     """What a deployment learned about its tiers. Per level: a fitted model (once enough outcomes
-    of both kinds exist) blended with the classifier's prior, then the nearest outcomes on top."""
+    of both kinds exist) blended with the classifier's prior, then the nearest outcomes on top;
+    the same three stages, plus the n-gram model, for the gain against the top level."""
     memory: OutcomeMemory
     fits: tuple[LevelFit | None, ...]  # one per level
     mean: np.ndarray  # [F] feature standardisation
     scale: np.ndarray
+    gain_fits: tuple[LevelFit | None, ...] = (None,) * len(LEVELS)
+    grams: GramModel | None = None
+    top: int = len(LEVELS) - 1  # index of the highest level the outcomes name
+    target: str = "gain"  # or "fail": P(level fails), the target before (kept for the ablation)
 
     @classmethod
     def empty(cls, features: int, dims: int) -> "OutcomeModel":
@@ -107,34 +150,42 @@ class OutcomeModel:
 
     @property
     def learned(self) -> bool:
-        return bool(len(self.memory))
+        return bool(len(self.memory)) or any(self.fits) or any(self.gain_fits) or self.grams is not None
 
     def estimate(self, numeric: np.ndarray, probs: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
         """([M,4] p_good, [M,4] evidence weight) for [M,F] features and [M,4] class probabilities."""
+        a = self.assess(numeric, probs, dims)
+        return a.p_good, a.weight
+
+    def assess(self, numeric: np.ndarray, probs: np.ndarray, dims: int, texts: list[str] | None = None) -> Assessment:
+        """p_good and need for [M,F] features, [M,4] class probabilities and (for the n-gram
+        model) the texts the classifier read."""
         prior = prior_p_good(probs)
         if not self.learned:  # every request passes here: the prior alone needs no feature work
-            return np.maximum.accumulate(np.clip(prior, 0.0, 1.0), axis=1), np.zeros_like(prior)
+            good = monotone(prior)
+            zeros = np.zeros_like(prior)
+            return Assessment(good, zeros, need_from(good, self.top, self.target), zeros.copy())
         numeric = np.atleast_2d(numeric)
-        base = prior.copy()
-        if any(f is not None for f in self.fits):
-            z = (numeric - self.mean) / self.scale
-            for i, fit in enumerate(self.fits):
-                if fit is not None:
-                    x = np.hstack([logit(prior[:, i:i + 1]), z])
-                    share = fit.rows / (fit.rows + BLEND_ROWS)
-                    base[:, i] = share * sigmoid(x @ fit.coef + fit.intercept) + (1 - share) * prior[:, i]
-        passes, weight = self.memory.evidence(numeric[:, -dims:])
-        posterior = (PRIOR_WEIGHT * base + passes) / (PRIOR_WEIGHT + weight)
-        return np.maximum.accumulate(np.clip(posterior, 0.0, 1.0), axis=1), weight
+        z = (numeric - self.mean) / self.scale
+        base = blended(self.fits, prior, z)
+        need = blended(self.gain_fits, need_from(monotone(base), self.top, self.target), z)
+        if self.grams is not None and texts is not None:
+            fitted = self.grams.fitted
+            need[:, fitted] = sigmoid((logit(need[:, fitted]) + self.grams.logits(texts)[:, fitted]) / 2)
+        ev = self.memory.evidence(numeric[:, -dims:], self.top, self.target)
+        good = monotone((PRIOR_WEIGHT * base + ev.passes) / (PRIOR_WEIGHT + ev.weight))
+        need = (PRIOR_WEIGHT * need + ev.hits) / (PRIOR_WEIGHT + ev.labelled)
+        need[:, self.top:] = 0.0
+        # stopping lower never loses less than stopping higher
+        need = np.maximum.accumulate(need[:, ::-1], axis=1)[:, ::-1]
+        return Assessment(good, ev.weight, np.clip(need, 0.0, 1.0), ev.labelled)
 
     def save(self, folder: str | Path) -> None:
-        fitted = [f is not None for f in self.fits]
-        width = 1 + len(self.mean)
-        coefs = np.stack([f.coef if f is not None else np.zeros(width) for f in self.fits])
         np.savez_compressed(Path(folder) / FILE, vectors=self.memory.vectors, known=self.memory.known,
-                            fitted=np.array(fitted), coef=coefs,
-                            intercept=np.array([f.intercept if f else 0.0 for f in self.fits]),
-                            fit_rows=np.array([f.rows if f else 0 for f in self.fits]), mean=self.mean, scale=self.scale)
+                            mean=self.mean, scale=self.scale, top=self.top, target=self.target,
+                            **_fit_arrays("", self.fits, len(self.mean)),
+                            **_fit_arrays("gain_", self.gain_fits, len(self.mean)),
+                            **(self.grams.arrays() if self.grams is not None else {}))
 
     @classmethod
     def load(cls, folder: str | Path, features: int, dims: int) -> "OutcomeModel":
@@ -143,13 +194,52 @@ class OutcomeModel:
             return cls.empty(features, dims)
         with np.load(path) as d:
             memory = OutcomeMemory(d["vectors"].astype(np.float32), d["known"].astype(np.int8))
-            fits = tuple(LevelFit(d["coef"][i], float(d["intercept"][i]), int(d["fit_rows"][i])) if d["fitted"][i]
-                         else None for i in range(len(LEVELS)))
-            model = cls(memory, fits, d["mean"].astype(np.float32), d["scale"].astype(np.float32))
+            model = cls(memory, _fits_from(d, ""), d["mean"].astype(np.float32), d["scale"].astype(np.float32),
+                        _fits_from(d, "gain_"), GramModel.from_arrays(d),
+                        int(d["top"]) if "top" in d else len(LEVELS) - 1,
+                        str(d["target"]) if "target" in d else "gain")
         if memory.vectors.shape[1] != dims or len(model.mean) != features:
             raise ValueError(f"{path}: outcomes were stored with other features ({len(model.mean)} wide, "
                              f"vectors {memory.vectors.shape[1]}); this classifier has {features} and {dims}")
         return model
+
+
+def blended(fits: tuple[LevelFit | None, ...], prior: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Per level with a fit: its logistic model on [logit(prior), z], blended with the prior by its rows."""
+    out = prior.copy()
+    for i, fit in enumerate(fits):
+        if fit is not None:
+            share = fit.rows / (fit.rows + BLEND_ROWS)
+            x = np.hstack([logit(prior[:, i:i + 1]), z])
+            out[:, i] = share * sigmoid(x @ fit.coef + fit.intercept) + (1 - share) * prior[:, i]
+    return out
+
+
+def need_from(p_good: np.ndarray, top: int, target: str) -> np.ndarray:
+    """The target's prior from p_good: p_good[top] - p_good[L] (gain) or 1 - p_good[L] (fail), 0 from top up."""
+    need = (1.0 if target == "fail" else p_good[:, top:top + 1]) - p_good
+    need[:, top:] = 0.0
+    return np.clip(need, 0.0, 1.0)
+
+
+def _fit_arrays(prefix: str, fits: tuple[LevelFit | None, ...], features: int) -> dict[str, np.ndarray]:
+    width = 1 + features
+    return {f"{prefix}fitted": np.array([f is not None for f in fits]),
+            f"{prefix}coef": np.stack([f.coef if f is not None else np.zeros(width) for f in fits]),
+            f"{prefix}intercept": np.array([f.intercept if f else 0.0 for f in fits]),
+            f"{prefix}fit_rows": np.array([f.rows if f else 0 for f in fits])}
+
+
+def _fits_from(d, prefix: str) -> tuple[LevelFit | None, ...]:
+    if f"{prefix}fitted" not in d:
+        return (None,) * len(LEVELS)
+    return tuple(LevelFit(d[f"{prefix}coef"][i], float(d[f"{prefix}intercept"][i]), int(d[f"{prefix}fit_rows"][i]))
+                 if d[f"{prefix}fitted"][i] else None for i in range(len(LEVELS)))
+
+
+def monotone(p_good: np.ndarray) -> np.ndarray:
+    """Within [0, 1], and a level never worse than the one below it."""
+    return np.maximum.accumulate(np.clip(p_good, 0.0, 1.0), axis=1)
 
 
 def logit(p: np.ndarray) -> np.ndarray:
@@ -183,3 +273,9 @@ def probs_from_p_good(p: np.ndarray) -> np.ndarray:
     p = np.atleast_2d(p)
     edges = np.concatenate([np.zeros((len(p), 1)), p[:, :-1], np.ones((len(p), 1))], axis=1)
     return np.diff(edges, axis=1)
+
+
+def probs_from_need(need: np.ndarray) -> np.ndarray:
+    """[M,4] class probabilities whose P(level >= k) is need[k-1]: a threshold on those bounds the
+    gain forgone by stopping below level k."""
+    return probs_from_p_good(1.0 - np.atleast_2d(need))

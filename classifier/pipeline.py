@@ -104,9 +104,10 @@ def learn_outcomes(model_dir: str | Path, paths: list[str]) -> dict:
     clf = ComplexityClassifier.load(model_dir)
     texts, numeric = extract_many(requests)
     known = np.stack([known_levels(lv) for lv in levels]) if levels else np.zeros((0, 4), np.int8)
-    model = fit(numeric, clf.probabilities(texts, numeric), known, DIMS)
+    model = fit(numeric, clf.probabilities(texts, numeric), known, DIMS, texts=texts)
     model.save(model_dir)
-    stats = {"outcome_lines": len(requests), "fitted_levels": [i + 1 for i, f in enumerate(model.fits) if f]}
+    stats = {"outcome_lines": len(requests), "fitted_levels": [i + 1 for i, f in enumerate(model.fits) if f],
+             "gain_levels": [i + 1 for i, f in enumerate(model.gain_fits) if f], "top_level": model.top + 1}
     path = Path(model_dir) / METADATA_FILE
     metadata = json.loads(path.read_text())
     metadata["outcome_model"] = stats

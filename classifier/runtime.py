@@ -24,7 +24,7 @@ import onnxruntime as ort
 
 from .decision import DEFAULT_THRESHOLDS, TIERS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import FEATURE_NAMES, extract
-from .outcome_model import OutcomeModel, p_good_from_prior, probs_from_p_good
+from .outcome_model import Assessment, OutcomeModel, p_good_from_prior, probs_from_need
 from .sparse_model import SparseModel, sparse_model
 from .static_vectors import DIMS, vectors_digest
 
@@ -41,6 +41,7 @@ class Prediction:
     p_good: list[float]  # P(tier level L is good enough), L = 1..4
     evidence: list[float]  # weight of the past outcomes behind each p_good (0: the prior alone)
     prior: list[float]  # the classifier's own class probabilities
+    need: list[float] | None = None  # P(the top level right AND level L wrong): the gain forgone by stopping at L
 
 
 class ComplexityClassifier:
@@ -93,29 +94,33 @@ class ComplexityClassifier:
                 own = self._sparse.probs(text, numeric).tolist()
             else:
                 own = self.probabilities([text], numeric[None, :])[0].astype(np.float64).tolist()
+            good = p_good_from_prior(own)
+            need = [min(max(good[-1] - g, 0.0), 1.0) for g in good[:-1]] + [0.0]  # OutcomeModel.assess's, in floats
             return Prediction(self.level_from_probs(own, threshold_shift, bias), own,
-                              self._effective(threshold_shift), p_good_from_prior(own), [0.0] * len(own), list(own))
-        prior, good, weight, probs = self.estimate([text], numeric[None, :])
+                              self._effective(threshold_shift), good, [0.0] * len(own), list(own), need)
+        prior, a, probs = self.estimate([text], numeric[None, :])
         return Prediction(self.level_from_probs(probs[0], threshold_shift, bias), probs[0].tolist(),
-                          self._effective(threshold_shift), good[0].tolist(), weight[0].tolist(), prior[0].tolist())
+                          self._effective(threshold_shift), a.p_good[0].tolist(), a.weight[0].tolist(),
+                          prior[0].tolist(), a.need[0].tolist())
 
     def predict_many(self, requests: list[dict], threshold_shift: dict[int, float] | None = None) -> list[Prediction]:
         """Batch form for rows shaped like `{"messages": [...]}` or `{"prompt": "..."}`."""
         if not requests:
             return []
         extracted = [extract(r.get("messages"), r.get("prompt")) for r in requests]
-        prior, good, weight, probs = self.estimate([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
+        prior, a, probs = self.estimate([t for t, _ in extracted], np.vstack([v for _, v in extracted]))
         tiers = levels_from_probs(probs, shifted(self.thresholds, threshold_shift))
         used = self._effective(threshold_shift)
-        return [Prediction(int(t), p.tolist(), used, g.tolist(), w.tolist(), q.tolist())
-                for t, p, g, w, q in zip(tiers, probs, good, weight, prior)]
+        return [Prediction(int(t), p.tolist(), used, g.tolist(), w.tolist(), q.tolist(), n.tolist())
+                for t, p, g, w, q, n in zip(tiers, probs, a.p_good, a.weight, prior, a.need)]
 
-    def estimate(self, texts: list[str], numeric: np.ndarray) -> tuple[np.ndarray, ...]:
-        """[N,4] each: the classifier's probabilities, p_good, the evidence weight behind it, and
-        the class probabilities that p_good implies (the prior's own without outcomes)."""
+    def estimate(self, texts: list[str], numeric: np.ndarray) -> tuple[np.ndarray, Assessment, np.ndarray]:
+        """The classifier's [N,4] probabilities, what the outcome models make of them, and the class
+        probabilities routing reads: P(level >= k) = need[k - 1] once outcomes are learned (the
+        thresholds then bound the gain forgone), the classifier's own before."""
         prior = self.probabilities(texts, numeric).astype(np.float64)
-        good, weight = self.outcomes.estimate(np.asarray(numeric, np.float64), prior, DIMS)
-        return prior, good, weight, probs_from_p_good(good) if self.outcomes.learned else prior
+        a = self.outcomes.assess(np.asarray(numeric, np.float64), prior, DIMS, texts)
+        return prior, a, probs_from_need(a.need) if self.outcomes.learned else prior
 
     def level_from_probs(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:
         """Tier for given probabilities under shifted thresholds.

@@ -90,8 +90,9 @@ def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: 
     numeric = np.vstack([e.numeric for e in heldout]).astype(np.float64)
     probs = np.vstack([e.probs for e in heldout])
     data = Outcomes(np.vstack([e.known for e in heldout]), np.tile(costs, (len(heldout), 1)), in_play)
-    s = report(serving.estimate(numeric, probs, DIMS)[0], data, thresholds)
-    c = report(candidate.estimate(numeric, probs, DIMS)[0], data, thresholds)
+    # routing reads the gain forgone: 1 - need takes p_good's place in the replay
+    s = report(1 - serving.assess(numeric, probs, DIMS).need, data, thresholds)
+    c = report(1 - candidate.assess(numeric, probs, DIMS).need, data, thresholds)
     return {"heldout": len(heldout), "serving": s, "candidate": c, "accepted": no_worse(c, s)}
 
 

@@ -95,7 +95,7 @@ def test_prediction_without_outcomes_equals_the_batch_estimate(shipped, splits):
     for row in splits["test"][:40]:
         pred = shipped.predict(row.get("messages"), row.get("prompt"))
         text, numeric = extract(row.get("messages"), row.get("prompt"))
-        prior, good, weight, probs = shipped.estimate([text], numeric[None, :])
-        assert (pred.prior, pred.probs, pred.p_good, pred.evidence) == \
-            (prior[0].tolist(), probs[0].tolist(), good[0].tolist(), weight[0].tolist())
+        prior, a, probs = shipped.estimate([text], numeric[None, :])
+        assert (pred.prior, pred.probs, pred.p_good, pred.evidence, pred.need) == \
+            (prior[0].tolist(), probs[0].tolist(), a.p_good[0].tolist(), a.weight[0].tolist(), a.need[0].tolist())
         assert pred.tier == shipped.level_from_probs(probs[0])
