@@ -1,6 +1,8 @@
 """Fit the per-level outcome models (scikit-learn: training and the gateway's background learner)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .outcome_grams import GramModel
@@ -61,3 +63,31 @@ def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
     memory = OutcomeMemory.empty(dims).plus(numeric[:, -dims:], known, capacity)
     return OutcomeModel(memory, fits, mean.astype(np.float32), scale.astype(np.float32), tuple(gain_fits), grams,
                         top, target)
+
+
+FOLDS = 5
+MIN_CALIBRATION_ROWS = 40  # labelled pairs before the quality target is calibrated
+
+
+def fit_calibrated(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int, in_play: np.ndarray,
+                   capacity: int = CAPACITY, texts: list[str] | None = None, seed: int = 0) -> OutcomeModel:
+    """fit() on every row, with the quality target calibrated on out-of-fold needs: each row's need
+    comes from a model that never saw it (its own outcome would be its nearest neighbour)."""
+    from .outcome_target import TARGETS, calibrate
+
+    numeric, probs, known = numeric[-capacity:], probs[-capacity:], known[-capacity:]
+    texts = list(texts)[-capacity:] if texts is not None else None
+    top = int(in_play[-1]) - 1
+    model = fit(numeric, probs, known, dims, capacity, texts, top=top)
+    _, labelled = target_labels(known, top, "gain")
+    if labelled.any(1).sum() < MIN_CALIBRATION_ROWS or len(in_play) < 2:
+        return model
+    fold = np.random.default_rng(seed).permutation(len(known)) % FOLDS
+    need = np.zeros((len(known), len(LEVELS)))
+    for f in range(FOLDS):
+        out, keep = fold == f, fold != f
+        part = fit(numeric[keep], probs[keep], known[keep], dims, capacity,
+                   [t for t, k in zip(texts, keep) if k] if texts is not None else None, top=top)
+        need[out] = part.assess(numeric[out], probs[out], dims,
+                                [t for t, o in zip(texts, out) if o] if texts is not None else None).need
+    return replace(model, targets=TARGETS, thresholds=calibrate(need, known == PASS, np.asarray(in_play)))

@@ -4,13 +4,13 @@ Wording carries what a mean of token vectors blurs ("in base 7", "sqrt(", "rever
 a TF-IDF row of character 2..4-grams of the text the classifier reads (textnorm.model_text), and
 one logistic regression per level on it. It is fitted with scikit-learn (GramModel.fit, training
 and the learner only) and served in numpy through the same trie as the classifier's own grams
-(sparse_model._Chars): only the grams a request has are touched.
+(sparse_model.CharGrams): only the grams a request has are touched.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .sparse_model import _Chars
+from .sparse_model import CharGrams
 
 NS = range(2, 5)
 MAX_GRAMS = 20000
@@ -26,7 +26,7 @@ class GramModel:
                  fitted: np.ndarray):
         self.grams, self.idf, self.weights = grams, idf.astype(np.float64), weights.astype(np.float64)
         self.intercepts, self.fitted = intercepts.astype(np.float64), fitted.astype(bool)
-        self._stage = _Chars({str(g): i for i, g in enumerate(grams)}, NS, self.weights, self.idf, EPS)
+        self._stage = CharGrams({str(g): i for i, g in enumerate(grams)}, NS, self.weights, self.idf, EPS)
 
     def logits(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), len(self.intercepts)))

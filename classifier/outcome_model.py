@@ -142,6 +142,17 @@ class OutcomeModel:
     grams: GramModel | None = None
     top: int = len(LEVELS) - 1  # index of the highest level the outcomes name
     target: str = "gain"  # or "fail": P(level fails), the target before (kept for the ablation)
+    # the quality target's calibration (classifier/outcome_target.py): a threshold on need per target
+    targets: np.ndarray | None = None
+    thresholds: np.ndarray | None = None
+
+    def threshold_for(self, quality_target: float) -> float | None:
+        """The calibrated threshold on need for this share of the top level's quality (None: none)."""
+        if self.targets is None or self.thresholds is None:
+            return None
+        from .outcome_target import threshold_for
+
+        return threshold_for(self.targets, self.thresholds, quality_target)
 
     @classmethod
     def empty(cls, features: int, dims: int) -> "OutcomeModel":
@@ -183,6 +194,8 @@ class OutcomeModel:
     def save(self, folder: str | Path) -> None:
         np.savez_compressed(Path(folder) / FILE, vectors=self.memory.vectors, known=self.memory.known,
                             mean=self.mean, scale=self.scale, top=self.top, target=self.target,
+                            **({"targets": self.targets, "thresholds": self.thresholds}
+                               if self.targets is not None else {}),
                             **_fit_arrays("", self.fits, len(self.mean)),
                             **_fit_arrays("gain_", self.gain_fits, len(self.mean)),
                             **(self.grams.arrays() if self.grams is not None else {}))
@@ -197,7 +210,8 @@ class OutcomeModel:
             model = cls(memory, _fits_from(d, ""), d["mean"].astype(np.float32), d["scale"].astype(np.float32),
                         _fits_from(d, "gain_"), GramModel.from_arrays(d),
                         int(d["top"]) if "top" in d else len(LEVELS) - 1,
-                        str(d["target"]) if "target" in d else "gain")
+                        str(d["target"]) if "target" in d else "gain",
+                        d["targets"] if "targets" in d else None, d["thresholds"] if "thresholds" in d else None)
         if memory.vectors.shape[1] != dims or len(model.mean) != features:
             raise ValueError(f"{path}: outcomes were stored with other features ({len(model.mean)} wide, "
                              f"vectors {memory.vectors.shape[1]}); this classifier has {features} and {dims}")

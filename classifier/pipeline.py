@@ -92,7 +92,7 @@ def train(data: str | Path | None, out: str | Path, feedback: list[str] = (), pr
 def learn_outcomes(model_dir: str | Path, paths: list[str]) -> dict:
     """Fit the per-tier outcome models of classifier/outcome_model.py into `model_dir`."""
     from .features import extract_many
-    from .outcome_fit import fit
+    from .outcome_fit import fit_calibrated
     from .outcome_model import known_levels
     from .static_vectors import DIMS
 
@@ -104,10 +104,12 @@ def learn_outcomes(model_dir: str | Path, paths: list[str]) -> dict:
     clf = ComplexityClassifier.load(model_dir)
     texts, numeric = extract_many(requests)
     known = np.stack([known_levels(lv) for lv in levels]) if levels else np.zeros((0, 4), np.int8)
-    model = fit(numeric, clf.probabilities(texts, numeric), known, DIMS, texts=texts)
+    in_play = np.array(sorted({level for lv in levels for level in lv}) or [1, 4])
+    model = fit_calibrated(numeric, clf.probabilities(texts, numeric), known, DIMS, in_play, texts=texts)
     model.save(model_dir)
     stats = {"outcome_lines": len(requests), "fitted_levels": [i + 1 for i, f in enumerate(model.fits) if f],
-             "gain_levels": [i + 1 for i, f in enumerate(model.gain_fits) if f], "top_level": model.top + 1}
+             "gain_levels": [i + 1 for i, f in enumerate(model.gain_fits) if f], "top_level": model.top + 1,
+             "quality_target_calibrated": model.targets is not None}
     path = Path(model_dir) / METADATA_FILE
     metadata = json.loads(path.read_text())
     metadata["outcome_model"] = stats

@@ -102,6 +102,14 @@ def random_report(data: Outcomes, target: float = TARGET) -> dict:
                                                                                  - share, 4)}
 
 
+def meets_target(result: dict, data: Outcomes, target: float, z: float = 1.645) -> bool:
+    """Whether a router's quality at its operating point is not below `target` x the top level's by
+    more than z standard errors of the held-out sample (small samples cannot refuse on noise alone)."""
+    top_q = data.fixed(data.in_play[-1])[1]
+    q, n = result["quality"], len(data.known)
+    return q + z * np.sqrt(max(q * (1 - q), 1e-12) / max(n, 1)) >= target * top_q
+
+
 def no_worse(candidate: dict, serving: dict) -> bool:
     """The guard's rule: at the same quality target (95% of the top level's) the candidate saves at
     least as much as the serving router, and over the whole cost range it recovers as much (APGR):

@@ -25,6 +25,7 @@ import onnxruntime as ort
 from .decision import DEFAULT_THRESHOLDS, TIERS, level_from_probs, levels_from_probs, shifted, shifted_values
 from .features import FEATURE_NAMES, extract
 from .outcome_model import Assessment, OutcomeModel, p_good_from_prior, probs_from_need
+from .outcome_target import DEFAULT_TARGET
 from .sparse_model import SparseModel, sparse_model
 from .static_vectors import DIMS, vectors_digest
 
@@ -52,8 +53,18 @@ class ComplexityClassifier:
         self.metadata = metadata
         self.version: str = metadata.get("version", "unknown")
         raw = metadata.get("thresholds") or DEFAULT_THRESHOLDS
-        self.thresholds: dict[int, float] = {int(k): float(v) for k, v in raw.items()}
         self.outcomes = outcomes if outcomes is not None else OutcomeModel.empty(len(FEATURE_NAMES), DIMS)
+        # learned outcomes with a calibrated quality target bound the gain forgone; else the classifier's own
+        tau = self.outcomes.threshold_for(DEFAULT_TARGET) if self.outcomes.learned else None
+        self.thresholds: dict[int, float] = {int(k): float(v) for k, v in raw.items()} if tau is None else \
+            {k: tau for k in (2, 3, 4)}
+
+    def target_thresholds(self) -> dict[float, float] | None:
+        """Quality target -> threshold on need, as calibrated on stored verdicts (None: not calibrated)."""
+        m = self.outcomes
+        if not m.learned or m.targets is None:
+            return None
+        return {round(float(t), 4): float(v) for t, v in zip(m.targets, m.thresholds)}
 
     def with_outcomes(self, outcomes: OutcomeModel) -> "ComplexityClassifier":
         """The same model with other outcomes (the session is shared, never copied)."""

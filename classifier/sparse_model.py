@@ -63,7 +63,7 @@ class _Words(_Stage):
         return cols[cols >= 0]
 
 
-class _Chars(_Stage):
+class CharGrams(_Stage):
     """Character grams walk a trie: node = child[node * width + symbol], where symbols number the
     characters the grams use (0: any other) and node 0 is the root, node 1 dead. A node's column is
     `column[node]`, -1 when the path so far is not a gram. Nodes of the longest grams come last and
@@ -111,7 +111,7 @@ class _Chars(_Stage):
 class SparseModel:
     """probs(text, numeric) -> float32 [classes] for one request, as the ONNX graph computes them."""
 
-    def __init__(self, words: _Words, chars: _Chars, numeric_weights: np.ndarray, bias: np.ndarray):
+    def __init__(self, words: _Words, chars: CharGrams, numeric_weights: np.ndarray, bias: np.ndarray):
         self.words, self.chars = words, chars
         self.numeric_weights, self.bias = numeric_weights, bias  # scaling and centroids folded in
 
@@ -152,7 +152,7 @@ class SparseModel:
         bias = init["lr_bias"] - (init["num_mean"] / init["num_scale"]) @ scaled_w
         eps = float(init["l2_norm_eps"])
         return cls(_Words(word_pattern, word_grams, word_ns, word_w, init["w_idfcst"], eps),
-                   _Chars(char_grams, char_ns, char_w, init["c_idfcst"], eps), numeric_weights, bias)
+                   CharGrams(char_grams, char_ns, char_w, init["c_idfcst"], eps), numeric_weights, bias)
 
 
 def _grams(tokenizer: dict | None, tfidf: dict | None):

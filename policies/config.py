@@ -111,6 +111,11 @@ class TenantPolicy:
                                 "requests); at most the number of tiers either way.")
     quality_preference: float = setting(0.0, "-1 cheapest .. +1 best; moves the classifier threshold.",
                                         minimum=-1.0, maximum=1.0)
+    quality_target: float | None = setting(None, "At least this share of the top tier's quality (0.5..1): the "
+                                                 "threshold calibrated for it on stored verdicts (learned "
+                                                 "outcomes) routes; unset: the calibrated 0.95, or the "
+                                                 "classifier's thresholds before outcomes are learned.",
+                                           minimum=0.5, maximum=1.0)
     max_tokens: int | None = setting(None, "Cap on the request's max_tokens.", minimum=1)
     priority: str = setting("interactive", "Sent to workers as x-tiergate-priority: batch requests are scheduled "
                                            "after interactive ones and preempted first.", choices=PRIORITIES)

@@ -237,8 +237,18 @@ def _budget(index: int, t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> int:
     return moved
 
 
-def _scores_level(signal: Signal, preference: float, shift) -> tuple[int, dict[int, float]]:
-    th = effective_thresholds(signal.thresholds, shift, preference)
+def calibrated_for(signal: Signal, quality_target: float | None) -> Mapping[int, float] | None:
+    """The thresholds the outcome model calibrated for this quality target (the first calibrated target
+    at or above it), else the signal's own."""
+    table = signal.target_thresholds
+    if quality_target is None or not table:
+        return signal.thresholds
+    at = min((t for t in table if t >= quality_target - 1e-9), default=max(table))
+    return {k: table[at] for k in (2, 3, 4)}
+
+
+def _scores_level(signal: Signal, preference: float, shift, target: float | None) -> tuple[int, dict[int, float]]:
+    th = effective_thresholds(calibrated_for(signal, target), shift, preference)
     return level_for(signal.scores, th), th
 
 
@@ -249,12 +259,14 @@ def _level(signal: Signal | None, t: _Tiers, preference: float, shift, trace: _T
     if signal.scores is None:  # a rule-based classifier: its level stands, there is nothing to shift
         trace.add(StepKind.LEVEL, lambda: {"level": signal.level, "source": "classifier level (no scores)"})
         return signal.level
-    level, th = _scores_level(signal, preference, shift)
+    target = t.policy.quality_target
+    level, th = _scores_level(signal, preference, shift, target)
     # keyed by level k (JSON turns them into strings); the mappings are swapped whole, never mutated
     trace.add(StepKind.THRESHOLDS, lambda: {
-        "calibrated": signal.thresholds or BASE_THRESHOLDS, "quality_shift": shift or {},
+        "calibrated": calibrated_for(signal, target) or BASE_THRESHOLDS, "quality_shift": shift or {},
         "preference_shift": round(-PREFERENCE_SWING * preference, 6),
-        "effective": {k: round(v, 6) for k, v in th.items()}})
+        "effective": {k: round(v, 6) for k, v in th.items()},
+        "quality_target": target, "target_calibrated": bool(signal.target_thresholds)})
     trace.add(StepKind.LEVEL, lambda: {"level": level, "classifier_level": signal.level})
     return level
 
@@ -278,11 +290,13 @@ def _decide_auto(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
     index = _auto(t, level, usage, trace)
     scored = signal is not None and signal.scores is not None
     # the classifier's own choice (calibrated thresholds, quality shift, capabilities; no tenant rule)
-    own_level = _scores_level(signal, 0.0, shift)[0] if scored and policy.quality_preference else level
+    own_level = _scores_level(signal, 0.0, shift, None)[0] if scored and (policy.quality_preference or
+                                                                          policy.quality_target) else level
     baseline = tier_index_for_level(t.levels, own_level, t.capable)
     unshifted = None
     if shift and scored:
-        unshifted = _auto(t, _scores_level(signal, policy.quality_preference, None)[0], usage, _Trace(False))
+        unshifted = _auto(t, _scores_level(signal, policy.quality_preference, None, policy.quality_target)[0], usage,
+                          _Trace(False))
     routed_by = RoutedBy.CLASSIFIER if index == baseline else RoutedBy.POLICY
     return _finish(t, t.names[index], routed_by, trace,
                    baseline=t.names[baseline] if baseline is not None else None,

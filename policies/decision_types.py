@@ -54,6 +54,9 @@ class Signal:
     scores: tuple[float, ...] | None = None            # P(level 1..4)
     thresholds: Mapping[int, float] | None = None      # calibrated threshold on P(level >= k), k = 2..4
     quality_shift: Mapping[int, float] | None = None   # the quality monitor's shift, added to those
+    # quality target -> threshold on the gain forgone (the outcome model's calibration); with it a
+    # tenant's quality_target picks the calibrated thresholds
+    target_thresholds: Mapping[float, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from policies.decision_types import StepKind
+
 from ..core.context import CTX, RequestContext, credentials
 from ..core.body import read_authenticated
 from ..core.request import max_tokens_asked, parse
@@ -36,6 +38,7 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
         "routed_by": decision.routed_by.value,
         "classifier": _classifier(c),
         "p_good": _by_level(c.p_good) if c and c.p_good else None,
+        "quality": _quality(c, decision, route.tier.level),
         "steps": decision.explain(),
         "capabilities": services.router.capabilities[route.tier.name].as_dict(),
         "priority": decision.priority,
@@ -49,6 +52,20 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
 
 def _by_level(values: list[float]) -> dict[str, float]:
     return {str(level): round(v, 4) for level, v in enumerate(values, start=1)}
+
+
+def _quality(c, decision, level: int) -> dict | None:
+    """The decision as the gain it forgoes: at the chosen level, the expected share of requests the top
+    tier would answer right and this one wrong, against the threshold it met. Only this request's own
+    figures: never neighbours, past prompts or other tenants' anything."""
+    if c is None or c.need is None:
+        return None
+    step = next((s.detail for s in decision.steps if s.kind == StepKind.THRESHOLDS), {})
+    threshold = step.get("effective", {}).get(level + 1) if level < len(c.need) else None
+    return {"expected_gain_by_level": _by_level(c.need), "expected_gain_forgone": round(c.need[level - 1], 4),
+            "threshold": round(threshold, 4) if threshold is not None else None,
+            "quality_target": step.get("quality_target"), "target_calibrated": bool(c.target_thresholds),
+            "learned_from_outcomes": any(c.evidence or ()) or bool(c.target_thresholds)}
 
 
 def _classifier(c) -> dict | None:

@@ -22,6 +22,8 @@ class Classification:
     p_good: list[float] | None = None  # P(tier level L is good enough), L = 1..4 (outcome models)
     evidence: list[float] | None = None  # weight of past outcomes behind each p_good (0: the prior alone)
     prior: list[float] | None = None  # the classifier's own probabilities, before outcomes moved them
+    need: list[float] | None = None  # P(top right AND level L wrong): the gain forgone by stopping at L
+    target_thresholds: Mapping[float, float] | None = None  # quality target -> threshold on need (calibrated)
 
 
 class Classifier(Protocol):
@@ -55,11 +57,13 @@ class OnnxComplexityClassifier:
 
     def __init__(self, model):
         self.model = model
+        self._targets = model.target_thresholds()  # fixed for this model: a swap builds a new adapter
 
     def classify(self, messages, prompt) -> Classification:
         p = self.model.predict(messages=messages, prompt=prompt)
         return Classification(tier=int(p.tier), scores=p.probs, classifier=self.name, thresholds=self.model.thresholds,
-                              p_good=p.p_good, evidence=p.evidence, prior=p.prior)
+                              p_good=p.p_good, evidence=p.evidence, prior=p.prior, need=p.need,
+                              target_thresholds=self._targets)
 
     @property
     def version(self) -> str:

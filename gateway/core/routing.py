@@ -90,7 +90,7 @@ def _classify(router: Router, parsed: ChatRequest | CompletionRequest) -> Classi
 def _signal(router: Router, c: Classification) -> Signal:
     shift = router.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
-                  thresholds=c.thresholds, quality_shift=shift or None)
+                  thresholds=c.thresholds, quality_shift=shift or None, target_thresholds=c.target_thresholds)
 
 
 def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | CompletionRequest, body: dict,

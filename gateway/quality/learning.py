@@ -68,21 +68,24 @@ def level_costs(config: Config) -> np.ndarray:
     return np.asarray(out[::-1], float)
 
 
-def fit_entries(rows: list[Entry]):
-    """A candidate OutcomeModel (in an executor thread: the first call imports scikit-learn, which
-    would stall the event loop for a second)."""
-    from classifier.outcome_fit import fit
+def fit_entries(rows: list[Entry], in_play: np.ndarray):
+    """A candidate OutcomeModel with its quality target calibrated (in an executor thread: the first
+    call imports scikit-learn, which would stall the event loop for a second)."""
+    from classifier.outcome_fit import fit_calibrated
     from classifier.outcome_model import CAPACITY
     from classifier.static_vectors import DIMS
 
-    return fit(np.vstack([e.numeric for e in rows]), np.vstack([e.probs for e in rows]),
-               np.vstack([e.known for e in rows]), DIMS, CAPACITY)
+    return fit_calibrated(np.vstack([e.numeric for e in rows]), np.vstack([e.probs for e in rows]),
+                          np.vstack([e.known for e in rows]), DIMS, in_play, CAPACITY)
 
 
 def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: np.ndarray, thresholds) -> dict:
-    """Replay both outcome models (serving None: the classifier alone) on the held-out entries."""
+    """Replay both outcome models (serving None: the classifier alone) on the held-out entries, each
+    at its own operating point: its calibrated threshold for the default quality target, else
+    `thresholds` (the classifier's)."""
     from classifier.outcome_model import OutcomeModel
-    from classifier.replay import Outcomes, no_worse, report
+    from classifier.outcome_target import DEFAULT_TARGET
+    from classifier.replay import Outcomes, meets_target, no_worse, report
     from classifier.static_vectors import DIMS
 
     serving = serving or OutcomeModel.empty(len(heldout[0].numeric), DIMS)
@@ -90,10 +93,16 @@ def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: 
     numeric = np.vstack([e.numeric for e in heldout]).astype(np.float64)
     probs = np.vstack([e.probs for e in heldout])
     data = Outcomes(np.vstack([e.known for e in heldout]), np.tile(costs, (len(heldout), 1)), in_play)
-    # routing reads the gain forgone: 1 - need takes p_good's place in the replay
-    s = report(1 - serving.assess(numeric, probs, DIMS).need, data, thresholds)
-    c = report(1 - candidate.assess(numeric, probs, DIMS).need, data, thresholds)
-    return {"heldout": len(heldout), "serving": s, "candidate": c, "accepted": no_worse(c, s)}
+
+    def replayed(model) -> dict:
+        tau = model.threshold_for(DEFAULT_TARGET) if model.learned else None
+        # routing reads the gain forgone: 1 - need takes p_good's place in the replay
+        return report(1 - model.assess(numeric, probs, DIMS).need, data, thresholds if tau is None else [tau] * 3)
+
+    s, c = replayed(serving), replayed(candidate)
+    target_met = candidate.targets is None or meets_target(c, data, DEFAULT_TARGET)
+    return {"heldout": len(heldout), "serving": s, "candidate": c, "target_met": target_met,
+            "accepted": no_worse(c, s) and target_met}
 
 
 class OutcomeLearner:
@@ -181,7 +190,7 @@ class OutcomeLearner:
             return  # one tier level: there is no routing to learn
         rows = (self.learned + batch)[-config.quality.outcomes_maxlen:]
         loop = asyncio.get_running_loop()
-        candidate = await loop.run_in_executor(None, fit_entries, rows)
+        candidate = await loop.run_in_executor(None, fit_entries, rows, in_play)
         thresholds = [base.thresholds[k] for k in (2, 3, 4)]
         verdict = await loop.run_in_executor(None, judge, self.model, candidate, list(self.heldout),
                                              level_costs(config), in_play, thresholds)

@@ -89,3 +89,32 @@ def test_one_rule_for_the_cheapest_tier_at_or_above_a_level():
         assert decide_route(TenantPolicy(), request, gappy).tier_name == expected
     # the open policy sorts a config's tiers itself (the config may list them in any order)
     assert open_policy.decide(None, RouteRequest("auto", Signal(2)), list(reversed(gappy))).tier_name == "high"
+
+
+TARGETS = {0.9: 0.3, 0.95: 0.2, 0.99: 0.05}  # quality target -> calibrated threshold on the gain forgone
+
+
+def targeted(target, scores=SCORES):
+    signal = Signal(level_for(scores, CALIBRATED), scores, CALIBRATED, None, TARGETS)
+    return decide_route(TenantPolicy(quality_target=target), RouteRequest("auto", signal, explain=True), TIERS)
+
+
+def test_a_tenants_quality_target_picks_the_thresholds_calibrated_for_it():
+    # P(>=2) = 0.4 is the gain forgone at level 1, 0.25 at level 2, 0.05 at level 3
+    assert targeted(0.9).tier_name == "medium"     # 0.25 < 0.3 <= 0.4
+    assert targeted(0.95).tier_name == "large"     # 0.05 < 0.2 <= 0.25
+    step = thresholds_step(targeted(0.95))
+    assert step["calibrated"] == {2: 0.2, 3: 0.2, 4: 0.2} and step["quality_target"] == 0.95
+    assert step["target_calibrated"] is True
+    # an uncalibrated target rounds up to the next calibrated one, never down to a laxer one
+    assert thresholds_step(targeted(0.91))["calibrated"] == {2: 0.2, 3: 0.2, 4: 0.2}
+    assert thresholds_step(targeted(0.999))["calibrated"] == {2: 0.05, 3: 0.05, 4: 0.05}
+    d = targeted(0.99)
+    assert (d.tier_name, d.routed_by, d.baseline_tier) == ("expert", RoutedBy.POLICY, "medium")  # 0.05 >= 0.05
+
+
+def test_without_a_calibration_the_target_is_shown_and_the_classifiers_thresholds_stay():
+    signal = Signal(level_for(SCORES, CALIBRATED), SCORES, CALIBRATED)
+    d = decide_route(TenantPolicy(quality_target=0.95), RouteRequest("auto", signal, explain=True), TIERS)
+    step = thresholds_step(d)
+    assert step["calibrated"] == CALIBRATED and step["target_calibrated"] is False and step["quality_target"] == 0.95

@@ -73,6 +73,12 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
     assert after["p_good"]["1"] < 0.5 and after["classifier"]["evidence"]["1"] > 0
     assert await _tiers(http, gw, PROBE_KIND) == ["top"] * len(PROBE_KIND)
     assert await _tiers(http, gw, PROBE_OTHER) == ["small"] * len(PROBE_OTHER)
+    # /v1/route explains the decision as the gain forgone against the threshold it met, and shows
+    # nothing of the outcomes it learned from (no neighbour, no other prompt)
+    kept = (await _route(http, gw, PROBE_OTHER[0]))["quality"]
+    assert kept["learned_from_outcomes"] and kept["expected_gain_forgone"] <= kept["threshold"]
+    assert after["quality"]["expected_gain_by_level"]["1"] > after["quality"]["expected_gain_by_level"]["4"] == 0
+    assert not any(c in json.dumps(after) for c in KIND)
 
     # an outcome file that says the opposite of what the monitor saw: learned from, judged on the held out
     poison = [{"prompt": c, "outcomes": {"1": True}} for c in KIND] + \

@@ -1,8 +1,8 @@
-"""The outcome benchmark's scoring, as the RouteLLM paper scores routers (k best-scored to strong)."""
+"""Scoring a router, as the RouteLLM paper scores routers (k best-scored to strong)."""
 import numpy as np
 import pytest
 
-from benchmarks.classifier_outcomes import curve_metrics, fixed_point, label_counts, summary
+from classifier.router_scores import curve_metrics, fixed_point, summary
 
 WEAK = np.array([1, 0, 0, 1, 0, 0, 1, 0, 0, 0], float)
 STRONG = np.array([1, 1, 1, 1, 0, 1, 1, 0, 1, 0], float)  # gains on rows 1, 2, 5, 8
@@ -32,8 +32,3 @@ def test_fixed_routers_and_the_summary():
     assert fixed_point(WEAK, STRONG, False)["save95"] is None  # always cheap never reaches 95%
     s = summary([{"apgr": 0.6, "x": None}, {"apgr": 0.7, "x": None}])
     assert s["apgr"]["mean"] == 0.65 and s["apgr"]["ci95"][0] < 0.6 and s["x"] is None
-
-
-def test_label_counts_leave_rows_to_score():
-    assert label_counts(2000) == [("50", 50), ("100", 100), ("300", 300), ("1000", 1000), ("20%", 400)]
-    assert label_counts(310) == [("50", 50), ("100", 100), ("20%", 62)]
