@@ -8,7 +8,11 @@ one gateway process in front of it (classification on: model "auto"), then, in o
 - the same added latency for /v1/embeddings and for streamed /v1/messages (gateway_dropin.py);
 - requests/s of the gateway process at saturation (wrk when installed, else an aiohttp loop).
 With --tenants the gateway runs with a tenant (its key checked, admission reserving against a hard
-budget and rate limits in Redis, settlement after each answer): what tenancy costs. With
+budget and rate limits in Redis, settlement after each answer): what tenancy costs. The run then
+has its own redis-server, stores --keys API-managed keys through the admin API first (so the
+head gateway authenticates among them), starts a second head replica, and reports the create and
+revoke propagation between the two and a flood of unknown keys' Redis commands per request
+(benchmarks/tenant_keys.py). With
 --against REF a second gateway is started from that commit (a detached git worktree) on the same
 upstream and both are measured in two alternating rounds in this run: `against` beside the head.
 With --peer litellm, LiteLLM's proxy (installed into .cache/litellm-venv on first use) is
@@ -34,10 +38,11 @@ import aiohttp
 from benchmarks.gateway_calls import BODY, one_call, wait_http
 from benchmarks.gateway_dropin import dropin_latency
 from benchmarks.gateway_peers import start_litellm
+from benchmarks import tenant_keys
 from benchmarks.load import closed_loop_rps, wrk_rps
 from launcher import commands
 from launcher.group import ProcessGroup, clean_env
-from launcher.processes import free_port
+from launcher.processes import free_port, start_persistent_redis
 from policies.keys import hash_key
 from measure.stats import percentile
 
@@ -73,14 +78,16 @@ async def measure(session, upstream: str, base: str, headers: dict, n: int, rps_
 
 
 def gateway_config(upstream: str, path: Path, otlp_sink: str | None = None, sample_ratio: float = 1.0,
-                   tenants: bool = False) -> None:
+                   tenants: bool = False, redis_url: str | None = None) -> None:
     tracing = {"tracing": {"enabled": True, "otlp_endpoint": otlp_sink, "sample_ratio": sample_ratio}} \
         if otlp_sink else {}
     # limits far above what the run sends: every request is checked, reserved and settled, none refused
     tenancy = {"tenants": {"bench": {"keys": [{"id": "k1", "sha256": hash_key(TENANT_KEY)}],
                                      "rate_limits": {"requests_per_minute": 10_000_000,
                                                      "tokens_per_minute": 10_000_000_000},
-                                     "budgets": {"daily_usd": {"hard": 1_000_000.0}}}}} if tenants else {}
+                                     "budgets": {"daily_usd": {"hard": 1_000_000.0}}}},
+               "policy": {"admin_key_sha256": hash_key(tenant_keys.ADMIN_KEY)},
+               "redis": {"url": redis_url}} if tenants else {}
     path.write_text(json.dumps({  # JSON is YAML
         "tiers": [{"name": "bench", "level": 1, "model": "bench-model", "price_per_mtok": {"input": 0.1, "output": 0.2},
                    "workers": [{"url": upstream}]}],
@@ -119,7 +126,12 @@ async def run(args) -> dict:
             sink = f"http://127.0.0.1:{sink_port}"
             group.spawn("otlp-sink", commands.otlp_sink(sink_port))
             group.wait_port(sink_port)
-        gateway_config(upstream, tmp / "gateway.yaml", sink, args.trace_sample_ratio, args.tenants)
+        redis_url = None
+        if args.tenants:  # its own Redis: the keys stored, and the commands counted, are this run's alone
+            redis_port = free_port()
+            group.procs.append(start_persistent_redis(redis_port, tmp))
+            redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        gateway_config(upstream, tmp / "gateway.yaml", sink, args.trace_sample_ratio, args.tenants, redis_url)
         group.spawn("gateway", commands.gateway_processes(tmp / "gateway.yaml", gw_port, workers=1))
         headers = {"Authorization": f"Bearer {TENANT_KEY}"} if args.tenants else {}
         if args.against:
@@ -129,21 +141,24 @@ async def run(args) -> dict:
         async with aiohttp.ClientSession(connector=connector) as session:
             await wait_http(session, upstream + "/health")
             await wait_http(session, f"http://127.0.0.1:{gw_port}/health")
+            keys = await stored_keys(session, group, tmp / "gateway.yaml", gw_port, redis_url, args) \
+                if args.tenants else {}
             if args.against:
                 await wait_http(session, f"http://127.0.0.1:{against_port}/health")
                 return await side_by_side(session, upstream, {"head": gw_port, "against": against_port}, headers,
-                                          args) | {"against_ref": args.against, "tenants": args.tenants}
+                                          args) | {"against_ref": args.against, "tenants": args.tenants} | keys
             result = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", headers, args.n, args.seconds)
+            result |= keys
             result["rps_tool"] = "wrk" if shutil.which("wrk") else "aiohttp"
             result["tracing"] = args.tracing if sink is None else f"on, sample_ratio {args.trace_sample_ratio}"
             if sink:  # what arrived while measuring (the last batch leaves when the gateway stops)
                 async with session.get(sink + "/stats") as response:
                     result["otlp_spans_received"] = (await response.json())["received"]
             # the same without classification, to show what the classifier costs
-            result["explicit_tier"] = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", {},
+            result["explicit_tier"] = await measure(session, upstream, f"http://127.0.0.1:{gw_port}", headers,
                                                     args.n // 2, args.seconds / 2, model="bench")
             # /v1/embeddings and streamed /v1/messages (benchmarks/gateway_dropin.py)
-            result["dropin"] = await dropin_latency(one_call, session, upstream, f"http://127.0.0.1:{gw_port}", {},
+            result["dropin"] = await dropin_latency(one_call, session, upstream, f"http://127.0.0.1:{gw_port}", headers,
                                                     max(args.n // 4, 50), BODY)
             result["upstream_alone_rps"] = round(wrk_rps(upstream + "/v1/chat/completions", json.dumps(
                 dict(BODY, model="bench-model")), {}, args.seconds / 2), 1) if shutil.which("wrk") else None
@@ -161,6 +176,20 @@ async def run(args) -> dict:
         remove_against(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     return result
+
+
+async def stored_keys(session, group: ProcessGroup, config: Path, head_port: int, redis_url: str, args) -> dict:
+    """--keys keys stored through the head's admin API, a second head replica on the same Redis,
+    propagation between the two, and an unknown-key flood's Redis commands."""
+    head = f"http://127.0.0.1:{head_port}"
+    stored_s = await tenant_keys.store_keys(session, head, args.keys)
+    other_port = free_port()
+    group.spawn("gateway-replica", commands.gateway_serve(config, other_port))
+    other = f"http://127.0.0.1:{other_port}"
+    await wait_http(session, other + "/health")
+    return {"keys_stored": args.keys, "keys_store_s": round(stored_s, 1),
+            "propagation": await tenant_keys.propagation(session, head, other, args.propagation_rounds),
+            "unknown_key_flood": await tenant_keys.unknown_key_flood(session, head, redis_url, 2000)}
 
 
 async def side_by_side(session, upstream: str, ports: dict[str, int], headers: dict, args) -> dict:
@@ -181,6 +210,10 @@ def main() -> None:
     parser.add_argument("--peer", choices=["litellm"], default=None)
     parser.add_argument("--tenants", action="store_true",
                         help="the gateway authenticates a tenant and reserves and settles every request in Redis")
+    parser.add_argument("--keys", type=int, default=10_000,
+                        help="with --tenants: API-managed keys stored before measuring")
+    parser.add_argument("--propagation-rounds", type=int, default=200,
+                        help="with --tenants: keys created and revoked to time propagation between two replicas")
     parser.add_argument("--against", metavar="REF", default=None,
                         help="also run a gateway from this git commit and measure both, alternating")
     parser.add_argument("-n", type=int, default=1000, help="requests per latency series")
