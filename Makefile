@@ -47,16 +47,16 @@ run: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# The whole suite, every tier (tests/support/tiers.py); lint first. Each part runs on two processes,
+# The whole suite, every kind of test (tests/support/kinds.py); lint first. Each part runs on two processes,
 # a test file per process at a time so module fixtures (a stack, a model) load once. The in-process
-# tiers (unit, slow) go first; the tiers that start processes of their own (live, chaos, browser)
+# kinds (unit, slow) go first; the kinds that start processes of their own (live, chaos, browser)
 # spend much of their time waiting on them, so two files at once fill both cores (docs/testing.md).
 IN_PROCESS := unit or slow
 test: setup lint
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "$(IN_PROCESS)" tests
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not ($(IN_PROCESS))" tests
 
-# The unit tier alone, on two processes like `make test`.
+# The unit kind alone, on two processes like `make test`.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile -m unit tests
 

@@ -91,7 +91,7 @@ async def _measure(work: Path) -> dict:
             replayed = [await _post(http, url, "sk-replay", **{"x-request-id": "same-id"}) for _ in range(REPLAYS)]
             _, billed = await _usage(http, url, "sk-replay")
 
-        policy = state.policy
+        policy = state.services.sinks.policy
         tenant = policy.authenticate("Bearer sk-timed")
         seq = iter(range(10 ** 9))
         now = policy.clock()

@@ -21,6 +21,7 @@ from .api.openapi import openapi_endpoint
 from .quality import api as quality_api
 from .server.errors import GatewayRunner
 from .server.shutdown import finish_within
+from .core.services import SERVICES
 from .state import STATE, GatewayState
 
 _UNMETERED = {"/metrics", "/health"}
@@ -32,6 +33,7 @@ async def tiergate_headers(request: web.Request, handler):
     answer: its headers say where it was served."""
     ctx = RequestContext.begin(request.headers)
     request[CTX] = ctx
+    request[SERVICES] = request.app[STATE].services  # the one snapshot every handler of this request reads
     request[REQUEST_ID] = ctx.request_id  # what a 500's body names
     if ctx.client_request_id:
         request[CLIENT_ID] = ctx.client_request_id  # and its log line, next to ours
@@ -52,7 +54,7 @@ async def tiergate_headers(request: web.Request, handler):
 def _tenant(request: web.Request) -> str:
     """The key's holder (the handlers authenticated it the same way), or "none" for a key refused
     or absent: read here, so nothing is written on the answer for this middleware to read."""
-    policy = request.app[STATE].services.sinks.policy
+    policy = request[SERVICES].sinks.policy
     try:
         return policy.authenticate(credentials(request)).name if policy is not None else "none"
     except OpenAIError:
@@ -63,7 +65,7 @@ def build_app(state: GatewayState) -> web.Application:
     # Every handler reads its body through body.py under the limit of the config it runs with
     # (reloadable); aiohttp's own cap, for any read() that bypasses it, is the limit at start.
     app = web.Application(middlewares=[tiergate_headers, error_middleware],
-                          client_max_size=state.config.limits.max_body_bytes)
+                          client_max_size=state.services.config.limits.max_body_bytes)
     app[STATE] = state
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
@@ -83,7 +85,7 @@ def build_app(state: GatewayState) -> web.Application:
     cache_admin.add_routes(app)  # /admin/cache: clear and read the response cache
 
     # batch lines go through the one request path, with the services current when each line runs
-    batches = BatchRunner(state, lambda call, gate: handlers.serve(state.services, call, gate=gate))
+    batches = BatchRunner(lambda: state.services, lambda services, call, gate: handlers.serve(services, call, gate=gate))
 
     async def lifecycle(app: web.Application):
         await state.start()

@@ -19,10 +19,10 @@ async def _serve(config, config_path: str, host: str, port: int) -> None:
 
     state = GatewayState(config, config_path)
     state.keys_required = not is_loopback(host) and config.policies.keyed  # a reload may not drop them
-    start_tracing(state.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
+    start_tracing(state.services.config.tracing)  # before build_app: the aiohttp instrumentation wraps web.Application
     runner = await start_site(build_app(state), host, port)
     settle_collector()
-    logging.getLogger("gateway").info("serving on http://%s:%d (classifier: %s)", host, port, state.classifier.name)
+    logging.getLogger("gateway").info("serving on http://%s:%d (classifier: %s)", host, port, state.classifiers.current.name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -1,9 +1,10 @@
 """Everything one gateway process holds and runs in the background: Redis, the HTTP session,
-health checks, config reload, and the `Services` snapshot the request path is handed.
+health checks, config reload, and the `Services` snapshot every surface is handed.
 
-Reload builds new pools and policy and publishes a new snapshot; a request reads
-`state.services` once and keeps it, and in-flight requests keep their Backend objects, so
-nothing in flight is dropped. A config that fails validation is rejected and the old one kept.
+Reload builds new pools and policy and publishes a new snapshot; the app takes `state.services`
+once per request (core/services.py's `SERVICES`) and in-flight requests keep their Backend
+objects, so nothing in flight is dropped. A config that fails validation is rejected and the old
+one kept. Only the app and the process module import this module (tests/layers).
 """
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ from .core.pool import Pools
 from .quality.monitor import QualityMonitor
 from .server.redis_conn import connect, effective_url
 from .server.shutdown import finish_within
-from .core.tier_capabilities import by_tier, read_card
+from .core.tier_capabilities import by_tier, is_healthy, read_card
 from .core.trace_spans import warn_if_changed
 from .core.services import Services, assemble
-from .core.transport import http_post
+from .core.transport import Transport, http_transport
 from .core.upstream import open_upstream
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,11 @@ log = logging.getLogger(__name__)
 
 class GatewayState:
     def __init__(self, config: Config, config_path: str | None = None, classifier: Classifier | None = None,
-                 policy_factory=build_policy_service):
+                 policy_factory=build_policy_service, transport: Transport | None = None):
+        """`transport`: what every outbound call goes through; by default the HTTP session's, built
+        at start (in-process tests hand a scripted one, tests/support/scripted_transport.py)."""
         self.policy_factory = policy_factory
+        self.given_transport = transport
         self.config_path = config_path
         self.keys_required = False  # bound to a reachable address with tenants: a reload must keep them
         self.classifiers = ClassifierSlot(classifier or load_classifier())  # the hot-swapper replaces it
@@ -51,18 +55,9 @@ class GatewayState:
         self._followed = None  # the registry copy this process follows
         self._config_mtime = self._mtime()
         # the quality monitor reads the config as it is built, and the services hold the monitor
-        self.services = assemble(config, self.classifiers, None, self._post(config))
-        self.quality = QualityMonitor(lambda: self.config, self.classifiers, self._open_upstream)
-        self._publish(config, self.pools)
-
-    # what the rest of the app reads of the current snapshot
-    config = property(lambda self: self.services.config)
-    policy = property(lambda self: self.services.sinks.policy)
-    pools = property(lambda self: self.services.upstreams.pools)
-    affinity = property(lambda self: self.services.upstreams.affinity)
-    capabilities = property(lambda self: self.services.router.capabilities)
-    activity = property(lambda self: self.services.sinks.activity)
-    classifier = property(lambda self: self.classifiers.current)
+        self.services = assemble(config, self.classifiers, None, self._transport(config))
+        self.quality = QualityMonitor(lambda: self.services.config, self.classifiers, self._open_upstream)
+        self._publish(config, self.services.upstreams.pools)
 
     def _publish(self, config: Config, pools: Pools, policy=None, affinity: AffinityIndex | None = None,
                  activity: ActivityLog | None = None, cache_store: CacheStore | None = None) -> None:
@@ -70,20 +65,23 @@ class GatewayState:
         identities are read from the pools' workers' cards again."""
         now = self.services
         policy = now.sinks.policy if policy is None else policy
+        transport = self._transport(config)
         self.services = Services(
             config, replace(now.router, policy=policy, capabilities=by_tier(config, pools), quality=self.quality),
-            replace(now.upstreams, pools=pools, affinity=affinity or now.upstreams.affinity,
-                    post=self._post(config)),
+            replace(now.upstreams, pools=pools, affinity=affinity or now.upstreams.affinity, post=transport.post),
             replace(now.sinks, policy=policy, activity=activity or now.sinks.activity, quality=self.quality),
             replace(now.cache, settings=config.cache, store=cache_store or now.cache.store,
-                    identities=tier_identities(config, pools)))
+                    identities=tier_identities(config, pools)),
+            transport, self.redis)
 
     def _open_upstream(self, config: Config, ask):
         """The quality monitor's re-asks go through the upstreams current when they run."""
         return open_upstream(self.services.upstreams, config, ask)
 
-    def _post(self, config: Config):
-        return http_post(self.session, config.timeouts.connect_s, config.timeouts.read_s)
+    def _transport(self, config: Config) -> Transport:
+        if self.given_transport is not None:
+            return self.given_transport
+        return http_transport(self.session, config.timeouts.connect_s, config.timeouts.read_s)
 
     def _mtime(self) -> float | None:
         try:
@@ -92,7 +90,7 @@ class GatewayState:
             return None
 
     async def start(self) -> None:
-        config = self.config
+        config = self.services.config
         self.redis = connect(config.redis, effective_url(config.redis.url))
         if self.redis is None:
             log.warning("no Redis URL: prefix affinity is off (the launcher normally provides one)")
@@ -101,7 +99,7 @@ class GatewayState:
         self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                              cookie_jar=aiohttp.DummyCookieJar())
         with_redis = self.redis is not None
-        self._publish(config, self.pools, self.policy_factory(config, self.redis),
+        self._publish(config, self.services.upstreams.pools, self.policy_factory(config, self.redis),
                       AffinityIndex(self.redis) if with_redis else None,
                       ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None,
                       CacheStore(self.redis) if with_redis else None)
@@ -109,10 +107,10 @@ class GatewayState:
         await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         # cards before serving: a request with `tools` must not meet capabilities not yet read
         # (health itself stays optimistic until the loop's first check, as before)
-        await self._read_cards(list(self.pools.backends.values()))
+        await self._read_cards(list(self.services.upstreams.pools.backends.values()))
         self._tasks.append(asyncio.create_task(self._health_loop()))
-        if self.activity.enabled:
-            self._tasks.append(asyncio.create_task(self.activity.run()))
+        if self.services.sinks.activity.enabled:
+            self._tasks.append(asyncio.create_task(self.services.sinks.activity.run()))
         if self.redis is not None:
             self._tasks.append(asyncio.create_task(self._replay_settles()))
         if self.config_path:
@@ -125,7 +123,7 @@ class GatewayState:
     async def _follow_registry(self) -> None:
         """The API-managed tenants and keys: read whole before serving, then followed (once per
         process: a reload's policy shares the same copy)."""
-        registry = getattr(self.policy, "registry", None)
+        registry = getattr(self.services.sinks.policy, "registry", None)
         if registry is None or registry is self._followed:
             return
         self._followed = registry
@@ -140,8 +138,8 @@ class GatewayState:
         for task in self._tasks:
             task.cancel()
         await finish_within("the background tasks", asyncio.gather(*self._tasks, return_exceptions=True))
-        await finish_within("the affinity writes", self.affinity.drain())
-        await finish_within("the console's last flush", self.activity.drain())
+        await finish_within("the affinity writes", self.services.upstreams.affinity.drain())
+        await finish_within("the console's last flush", self.services.sinks.activity.drain())
         await finish_within("the response cache's writes", self.services.cache.writes.drain())
         if self.session:
             await self.session.close()
@@ -153,9 +151,9 @@ class GatewayState:
         request settles (after a batch, there may be none for a long time)."""
         while True:
             await asyncio.sleep(interval_s)
-            if getattr(self.policy, "pending_settles", 0):
+            if getattr(self.services.sinks.policy, "pending_settles", 0):
                 try:
-                    await self.policy.replay_pending()
+                    await self.services.sinks.policy.replay_pending()
                 except Exception as exc:  # still down: the next round tries again
                     log.warning("replaying queued settles: %s", exc)
 
@@ -172,12 +170,12 @@ class GatewayState:
             METRICS.reloads.labels("rejected").inc()
             log.error("config reload rejected, keeping the running config: %s", exc)
             return False
-        warn_if_changed(self.config.tracing, new.tracing)
-        self._publish(new, Pools(new, self.pools), policy)
+        warn_if_changed(self.services.config.tracing, new.tracing)
+        self._publish(new, Pools(new, self.services.upstreams.pools), policy)
         if getattr(policy, "registry", None) is not self._followed:  # a new Redis prefix: follow its copy
             self._tasks.append(asyncio.create_task(self._follow_registry()))
         self.quality.configure(new.quality)
-        self.activity.settings = new.console
+        self.services.sinks.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
         log.info("config reloaded from %s", self.config_path)
         return True
@@ -194,11 +192,11 @@ class GatewayState:
 
     async def _health_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.config.health.interval_s)
+            await asyncio.sleep(self.services.config.health.interval_s)
             await self._health_round()
 
     async def _health_round(self) -> None:
-        backends = list(self.pools.backends.values())
+        backends = list(self.services.upstreams.pools.backends.values())
         await asyncio.gather(*(self._check(b) for b in backends))
         now = time.monotonic()
         for b in backends:
@@ -207,19 +205,15 @@ class GatewayState:
 
     async def _read_cards(self, backends) -> None:
         """What each worker states it can do; one that did not answer is asked again next round."""
-        cards = await asyncio.gather(*(read_card(self.session, b, self.config.health.timeout_s) for b in backends))
+        services = self.services
+        cards = await asyncio.gather(*(read_card(services.transport, b, services.config.health.timeout_s)
+                                       for b in backends))
         for b, card in zip(backends, cards):
             b.capabilities, b.identity = card if card is not None else (None, None)
-        self._publish(self.config, self.pools)
+        self._publish(self.services.config, self.services.upstreams.pools)
 
     async def _check(self, backend) -> None:
-        timeout = aiohttp.ClientTimeout(total=self.config.health.timeout_s)
-        try:
-            async with self.session.get(backend.url + "/health", headers=backend.auth_headers,
-                                        timeout=timeout) as response:
-                healthy = response.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            healthy = False
+        healthy = await is_healthy(self.services.transport, backend, self.services.config.health.timeout_s)
         if healthy != backend.healthy:
             log.warning("backend %s is now %s", backend.url, "healthy" if healthy else "unhealthy")
         backend.healthy = healthy

@@ -40,12 +40,13 @@ import redis.asyncio as aioredis
 import yaml
 
 from tests.support import SHARED_REDIS, delete_prefix_async, free_port, start_fake, start_persistent_redis
-from tests.support.tiers import assign
+from tests.support.kinds import assign, starts_processes
+from tests.support.kinds import pytest_fixture_setup  # noqa: F401 (the hook: undeclared process-starting fixtures fail)
 from tests.support.workers import running_worker
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test gets its tier (unit, slow, live, chaos, browser: tests/support/tiers.py); gpu
+    """Every test gets its kind (unit, slow, live, chaos, browser: tests/support/kinds.py); gpu
     tests are skipped without CUDA."""
     import torch
 
@@ -126,6 +127,7 @@ async def http():
 
 
 @pytest.fixture
+@starts_processes
 def own_redis(tmp_path):
     """(port, data dir, procs): a persistent redis-server of this test's own, free to kill
     and restart; the shared server is never touched. Whatever is left running is killed."""
@@ -140,6 +142,7 @@ def own_redis(tmp_path):
 
 
 @pytest.fixture(scope="session")
+@starts_processes
 def shared_worker():
     """The URL of one smollm2-135m worker with the default flags, started once for the whole session
     and shared by the stacks that only send it requests (tests/gateway/e2e_stack.py `running_workers`).
@@ -149,6 +152,7 @@ def shared_worker():
 
 
 @pytest.fixture(scope="session")
+@starts_processes
 def shared_embed_worker():
     """The URL of one MiniLM embeddings worker, started once for the whole session and shared by
     the stacks that only send it requests (tests/gateway/dropin_stack.py)."""

@@ -11,9 +11,9 @@ from wire.errors import OpenAIError
 from ..core.policy_seam import OpenPolicy
 
 
-def sees_everything(request: web.Request, state) -> bool:
+def sees_everything(request: web.Request, services) -> bool:
     """The admin key, or no tenants configured; never a 401: a probe without a key gets less, not nothing."""
-    policy = state.policy
+    policy = services.sinks.policy
     if isinstance(policy, OpenPolicy):
         return True
     if policy is None:
@@ -25,9 +25,10 @@ def sees_everything(request: web.Request, state) -> bool:
     return bool(getattr(tenant, "is_admin", False))
 
 
-def require_admin(request: web.Request, state) -> None:
+def require_admin(request: web.Request, services) -> None:
     """A 401 without a valid key, a 403 for a tenant's key; open where no tenants are configured."""
-    tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    if not isinstance(state.policy, OpenPolicy) and not getattr(tenant, "is_admin", False):
+    policy = services.sinks.policy
+    tenant = policy.authenticate(request.headers.get("Authorization"))
+    if not isinstance(policy, OpenPolicy) and not getattr(tenant, "is_admin", False):
         raise OpenAIError(403, "this endpoint needs the admin key", code="admin_required",
                           type="permission_error")

@@ -10,13 +10,13 @@ from ..core.body import read_authenticated
 from ..core.request import max_tokens_asked, parse
 from ..core.routing import plan_route
 from ..core.services import Services
-from ..state import STATE
+from ..core.services import SERVICES
 from ..core.upstream import choose
 
 
 async def route_dry_run(request: web.Request) -> web.Response:
     """Every step of the decision, routed_by, and the worker that would be chosen."""
-    services = request.app[STATE].services
+    services = request[SERVICES]
     tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
                                             lambda: services.sinks.policy.authenticate(credentials(request)))
     about, headers = await explain_route(services, tenant, body, request[CTX])

@@ -27,8 +27,7 @@ from ..core.request import Call, GatewayRequest, max_tokens_asked, parse
 from ..core.policy_seam import OpenPolicy
 from ..core.relay import Delivery, relay
 from ..core.routing import plan_route
-from ..core.services import Services
-from ..state import STATE
+from ..core.services import SERVICES, Services
 
 # The endpoints that serve each kind of tier (a tier's `task`); what /v1/models tells clients.
 ENDPOINTS = {"generate": ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"),
@@ -55,7 +54,7 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     Translating endpoints (/v1/responses, /v1/messages) pass an already translated chat `body`,
     the `tenant` they authenticated, and a `shaper` that turns the chat answer (whole, or each
     streamed chunk) into their own wire format."""
-    services = request.app[STATE].services  # one snapshot for the whole request, whatever a reload does meanwhile
+    services = request[SERVICES]  # one snapshot for the whole request, whatever a reload does meanwhile
     policy = services.sinks.policy
     try:
         if body is None:
@@ -164,9 +163,9 @@ async def charge_refusal(policy, ctx: RequestContext, tenant, refusal: OpenAIErr
 
 async def list_models(request: web.Request) -> web.Response:
     """Every name a client may send, and for each the endpoints that serve it."""
-    state = request.app[STATE]
-    config = state.config
-    state.policy.authenticate(request.headers.get("Authorization"))
+    services = request[SERVICES]
+    config = services.config
+    services.sinks.policy.authenticate(request.headers.get("Authorization"))
     entries = [_model(AUTO, {"kind": "auto", "endpoints": list(ENDPOINTS["generate"])})]
     for tier in (*config.tiers, *config.embedding_tiers):
         entries.append(_model(tier.name, {"kind": "tier", "task": tier.task, "model": tier.model, "level": tier.level,
@@ -190,25 +189,25 @@ def _model(name: str, about: dict) -> dict:
 
 async def health(request: web.Request) -> web.Response:
     """Liveness for anyone (probes); the workers behind it only for the admin key (admin_view.py)."""
-    state = request.app[STATE]
-    if not sees_everything(request, state):
+    services = request[SERVICES]
+    if not sees_everything(request, services):
         return web.json_response({"status": "ok"})
     now = time.monotonic()
     backends = {b.url: {"healthy": b.healthy, "breaker": b.breaker_state(now), "outstanding": b.outstanding}
-                for b in state.pools.backends.values()}
-    return web.json_response({"status": "ok", "pid": os.getpid(), "classifier": state.classifier.name, "backends": backends})
+                for b in services.upstreams.pools.backends.values()}
+    return web.json_response({"status": "ok", "pid": os.getpid(), "classifier": services.router.classifiers.current.name, "backends": backends})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
     """Per-tenant series only for the admin key (admin_view.py): the rest for any scraper."""
-    body, content_type = metrics.render(with_tenants=sees_everything(request, request.app[STATE]))
+    body, content_type = metrics.render(with_tenants=sees_everything(request, request[SERVICES]))
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 async def usage(request: web.Request) -> web.Response:
     """The calling tenant's usage (all tenants for the admin key), when policies are configured."""
-    state = request.app[STATE]
-    policy = state.policy
+    services = request[SERVICES]
+    policy = services.sinks.policy
     tenant = policy.authenticate(request.headers.get("Authorization"))
     if isinstance(policy, OpenPolicy):
         raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")

@@ -15,7 +15,7 @@ from policies.redis_errors import REDIS_DOWN
 
 from ..core.body import read_body
 from ..core.context import CTX
-from ..state import STATE
+from ..core.services import SERVICES
 from .storage_quota import files_quota
 from .files import PURPOSE_INPUT, FileStore
 from .jsonl import ENDPOINTS, check_endpoint, read_lines
@@ -29,16 +29,16 @@ MAX_METADATA = (16, 64, 512)  # pairs, key length, value length (OpenAI's limits
 
 
 def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
-    """The state, the calling tenant and the stores; a 404 where this gateway has no Batch API."""
-    state = request.app[STATE]
-    tenant = state.policy.authenticate(request.headers.get("Authorization"))
-    if not state.config.batches.enabled:
+    """The services, the calling tenant and the stores; a 404 where this gateway has no Batch API."""
+    services = request[SERVICES]
+    tenant = services.sinks.policy.authenticate(request.headers.get("Authorization"))
+    if not services.config.batches.enabled:
         raise OpenAIError(404, "the Batch API is turned off in this gateway's config (batches.enabled)",
                           code="not_found")
-    if state.redis is None:
+    if services.redis is None:
         raise OpenAIError(404, "the Batch API needs the gateway's Redis, which is not configured", code="not_found")
-    files, batches = stores(state)
-    return state, tenant, files, batches
+    files, batches = stores(services)
+    return services, tenant, files, batches
 
 
 def store_call(handler):
@@ -85,11 +85,11 @@ def _check_file(path, limits) -> None:
 
 @store_call
 async def upload_file(request: web.Request) -> web.Response:
-    state, tenant, files, _ = _open(request)
-    limits, quota = state.config.batches, files_quota(state.config, tenant)
+    services, tenant, files, _ = _open(request)
+    limits, quota = services.config.batches, files_quota(services.config, tenant)
     if not request.content_type.startswith("multipart/"):
         raise bad_request("upload a file as multipart/form-data with fields 'purpose' and 'file'", code="invalid_request")
-    await state.policy.admit(tenant, request[CTX].request_id, 0, 0)  # an upload is a request: the rate limits hold
+    await services.sinks.policy.admit(tenant, request[CTX].request_id, 0, 0)  # an upload is a request: the rate limits hold
     room = await files.quota.room(tenant.name, quota)
     too_large = (_too_large(limits.max_file_bytes, "batches.max_file_bytes") if room >= limits.max_file_bytes
                  else _too_large(room, f"what is left of the tenant's {quota.bytes_field}: {quota.bytes}"))
@@ -170,9 +170,9 @@ def _window_s(window, most_h: int) -> int:
 
 @store_call
 async def create_batch(request: web.Request) -> web.Response:
-    state, tenant, files, batches = _open(request)
-    limits = state.config.batches
-    body = await read_body(request, state.config.limits.max_body_bytes)
+    services, tenant, files, batches = _open(request)
+    limits = services.config.batches
+    body = await read_body(request, services.config.limits.max_body_bytes)
     unknown = sorted(set(body) - BATCH_FIELDS)
     if unknown:
         raise bad_request(f"unsupported parameter(s) {unknown}", param=unknown[0], code="unsupported_parameter")

@@ -24,10 +24,15 @@ BATCH = "batch"
 TRANSIENT = (429, 502, 503, 504)
 
 
+class ServeWith(Protocol):
+    """The one request path (handlers.serve), as a batch line goes through it; the app hands it
+    to the runner, so the batches package never imports the handlers."""
+
+    def __call__(self, services, call: Call, gate) -> Awaitable[web.StreamResponse]: ...
+
+
 class Serve(Protocol):
-    """The one request path (handlers.serve) with the process's current services bound, as a
-    batch line goes through it; the app hands it to the runner, so the batches package never
-    imports the handlers."""
+    """ServeWith with the line's services snapshot bound."""
 
     def __call__(self, call: Call, gate) -> Awaitable[web.StreamResponse]: ...
 

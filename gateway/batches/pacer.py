@@ -9,16 +9,17 @@ from contextlib import asynccontextmanager
 
 
 class Pacer:
-    def __init__(self, state):
-        self.state = state
+    def __init__(self, current):
+        self.current = current  # the process's services snapshot now
         self.in_flight: Counter[tuple[str, ...]] = Counter()
         self._changed = asyncio.Condition()
 
     def _workers(self, tier) -> tuple[tuple[str, ...], int]:
-        pool = self.state.pools.by_tier.get(tier.name)
+        services = self.current()
+        pool = services.upstreams.pools.by_tier.get(tier.name)
         backends = pool.backends if pool is not None else []
         healthy = sum(1 for b in backends if b.healthy)
-        per_worker = self.state.config.batches.max_in_flight_per_worker
+        per_worker = services.config.batches.max_in_flight_per_worker
         return tuple(sorted(b.url for b in backends)), per_worker * max(1, healthy)
 
     @asynccontextmanager

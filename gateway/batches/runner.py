@@ -13,18 +13,21 @@ import asyncio
 import json
 import logging
 import time
+from functools import partial
+from typing import Callable
 
 
 from policies.redis_errors import REDIS_DOWN
 from wire.errors import OpenAIError
 
 from ..core.metrics import METRICS
+from ..core.services import Services
 from .storage_quota import files_quota
 from .bodies import FileBodies
 from .files import PURPOSE_OUTPUT, FileStore
 from .jsonl import BatchLine, read_lines
 from .lease import Lease
-from .lines import LineResult, Serve, TryLater, result_line, run_line
+from .lines import LineResult, Serve, ServeWith, TryLater, result_line, run_line
 from .pacer import Pacer
 from .store import BatchStore
 
@@ -35,12 +38,12 @@ RECORD_TRIES = 5  # about 1.5 s of backoff before a result is given up (and its 
 SWEEP_EVERY_S = 600.0
 
 
-def stores(state) -> tuple[FileStore, BatchStore]:
-    config = state.config
+def stores(services) -> tuple[FileStore, BatchStore]:
+    config = services.config
     ttl_s = config.batches.file_ttl_days * 86400
     bodies = FileBodies(config.batches.files_dir)
-    return (FileStore(state.redis, config.redis.key_prefix, ttl_s, bodies),
-            BatchStore(state.redis, config.redis.key_prefix, ttl_s, bodies))
+    return (FileStore(services.redis, config.redis.key_prefix, ttl_s, bodies),
+            BatchStore(services.redis, config.redis.key_prefix, ttl_s, bodies))
 
 
 def _body_lifetime_s(config) -> float:
@@ -55,24 +58,34 @@ def _is_ok(line: bytes) -> bool:
 
 
 class BatchRunner:
-    def __init__(self, state, serve: Serve):
-        self.state, self.serve = state, serve
-        self.pacer = Pacer(state)
+    def __init__(self, current: Callable[[], Services], serve: ServeWith):
+        """`current()`: the process's services snapshot now; each line is served with the one
+        current when it starts, and reads nothing of any other."""
+        self.current, self.serve = current, serve
+        self.pacer = Pacer(current)
         self.lease: Lease | None = None
         self.draining: dict[tuple[str, str], asyncio.Task] = {}
         self.slots: asyncio.Semaphore | None = None
         self.swept_at = 0.0
         self.loop: asyncio.Task | None = None
 
+    def bound(self, tenant_name: str, key_id: str | None) -> tuple[Services, object, Serve]:
+        """One try of a line: the services current now, the batch's tenant as that snapshot's policy
+        knows it (None: its key is gone), and the request path with that same snapshot bound."""
+        services = self.current()
+        return services, services.sinks.policy.holder(tenant_name, key_id), partial(self.serve, services)
+
     def start(self) -> None:
         """The loop below, in the background, where Redis keeps batches and the config turns them on."""
-        if self.state.redis is not None and self.state.config.batches.enabled:
+        services = self.current()
+        if services.redis is not None and services.config.batches.enabled:
             self.loop = asyncio.create_task(self.run(), name="batch runner")
 
     async def run(self) -> None:
         """The background loop of every gateway process; only the lease holder drains."""
-        config = self.state.config
-        self.lease = Lease(self.state.redis, f"{config.redis.key_prefix}batches:runner", config.batches.lease_s)
+        services = self.current()
+        config = services.config
+        self.lease = Lease(services.redis, f"{config.redis.key_prefix}batches:runner", config.batches.lease_s)
         self.slots = asyncio.Semaphore(config.batches.max_in_flight)
         while True:
             try:
@@ -110,13 +123,13 @@ class BatchRunner:
         if time.monotonic() - self.swept_at < SWEEP_EVERY_S:
             return
         self.swept_at = time.monotonic()
-        config = self.state.config
+        config = self.current().config
         removed = await FileBodies(config.batches.files_dir).sweep(_body_lifetime_s(config))
         if removed:
             log.info("batch runner: removed %d expired file bodies", removed)
 
     async def _start_new(self) -> None:
-        _, batches = stores(self.state)
+        _, batches = stores(self.current())
         for key in await batches.active():
             if key not in self.draining or self.draining[key].done():
                 self.draining[key] = asyncio.create_task(self._drain(*key), name=f"batch {key[1]}")
@@ -134,8 +147,8 @@ class BatchDrain:
     """One batch, drained by the lease holder until it ends."""
 
     def __init__(self, runner: BatchRunner, tenant_name: str, batch_id: str):
-        self.runner, self.state = runner, runner.state
-        self.files, self.batches = stores(self.state)
+        self.runner = runner
+        self.files, self.batches = stores(runner.current())
         self.tenant_name, self.batch_id = tenant_name, batch_id
         self.status = "in_progress"
         self.started = time.monotonic()
@@ -168,7 +181,6 @@ class BatchDrain:
             self.status, meta["expires_at"] = fields["status"], json.loads(fields["meta"])["expires_at"]
 
     async def _dispatch(self, meta: dict, lines: list[BatchLine]) -> None:
-        tenant = self.state.policy.holder(self.tenant_name, meta.get("key_id"))
         done = await self.batches.done(self.tenant_name, self.batch_id)
         pending = [i for i in range(len(lines)) if i not in done]
         log.info("batch %s: %d of %d lines to run", self.batch_id, len(pending), len(lines))
@@ -181,7 +193,7 @@ class BatchDrain:
                 if self._stopping(meta):
                     self.runner.slots.release()
                     break
-                task = asyncio.create_task(self._line(tenant, index, lines[index], meta))
+                task = asyncio.create_task(self._line(index, lines[index], meta))
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)
                 if time.monotonic() - last_progress >= PROGRESS_EVERY_S:
@@ -200,21 +212,21 @@ class BatchDrain:
         log.info("batch %s: %d/%d lines done (%.1f lines/s here)", self.batch_id, done_before + self.finished_here,
                  total, self.finished_here / elapsed if elapsed > 0 else 0.0)
 
-    async def _line(self, tenant, index: int, line: BatchLine, meta: dict) -> None:
+    async def _line(self, index: int, line: BatchLine, meta: dict) -> None:
         try:
             while True:
+                services, tenant, serve = self.runner.bound(self.tenant_name, meta.get("key_id"))
                 if tenant is None:
                     result = LineResult(result_line(self.batch_id, index, line.custom_id, 401, {"error": {
                         "message": "the key that created this batch is no longer valid",
                         "type": "authentication_error", "param": None, "code": "invalid_api_key"}}), False, 0, 0)
                     break
                 try:
-                    result = await run_line(self.runner.serve, tenant, self.batch_id, index, line,
-                                            self.runner.pacer.slot)
+                    result = await run_line(serve, tenant, self.batch_id, index, line, self.runner.pacer.slot)
                     break
                 except TryLater as later:
                     METRICS.batch_lines.labels("put_off").inc()
-                    await asyncio.sleep(later.after_s or self.state.config.batches.retry_after_s)
+                    await asyncio.sleep(later.after_s or services.config.batches.retry_after_s)
                     if self._stopping(meta):
                         return  # cancelled or expired meanwhile: finalize settles what is undone
             if await self._record(index, result):
@@ -279,7 +291,7 @@ class BatchDrain:
             content = b"\n".join(lines) + b"\n"
             temp = await self.files.bodies.write(self.tenant_name, content)
             meta = await self.files.put(self.tenant_name, temp, len(content), f"{self.batch_id}_{suffix}.jsonl",
-                                        PURPOSE_OUTPUT, files_quota(self.state.config, None),
+                                        PURPOSE_OUTPUT, files_quota(self.runner.current().config, None),
                                         file_id=f"file-{stem}-{suffix}", force=True)
             ids.append(meta["id"])
         return ids[0], ids[1]

@@ -12,14 +12,14 @@ from ..admin.access import WRITE
 from ..admin.view import require_admin
 from ..core.body import read_body
 from ..core.context import credentials
-from ..state import STATE
+from ..core.services import SERVICES
 
 MAX_CLEAR_BODY = 4096
 
 
-def _scopes(state, tenant: str | None) -> list[str]:
+def _scopes(services, tenant: str | None) -> list[str]:
     """The caches a clear or a read names: the tenant's, or every tenant's (each shared one once)."""
-    config, keyring = state.config, getattr(state.policy, "keyring", None)
+    config, keyring = services.config, getattr(services.sinks.policy, "keyring", None)
     names = (keyring.tenant_names() if keyring is not None else list(config.policies.tenants)) or ["anonymous"]
     if tenant is not None:
         if not isinstance(tenant, str) or tenant not in names:
@@ -29,8 +29,8 @@ def _scopes(state, tenant: str | None) -> list[str]:
     return list(dict.fromkeys(config.cache.scope_of(name) for name in names))
 
 
-def _store(state):
-    cache = state.services.cache
+def _store(services):
+    cache = services.cache
     if cache.store is None:
         raise OpenAIError(404, "the response cache needs the gateway's Redis, which is not configured",
                           code="not_found")
@@ -39,9 +39,9 @@ def _store(state):
 
 async def clear(request: web.Request) -> web.Response:
     """Body (optional): {"tenant": name, "tier": name}; without a tenant, every tenant's cache."""
-    state = request.app[STATE]
-    require_admin(request, state)
-    who = state.policy.authenticate(credentials(request))
+    services = request[SERVICES]
+    require_admin(request, services)
+    who = services.sinks.policy.authenticate(credentials(request))
     if getattr(who, "admin_scope", WRITE) != WRITE:
         raise OpenAIError(403, f"admin key {who.key_id!r} may read but not clear the cache", type="permission_error",
                           code="admin_scope_insufficient")
@@ -52,10 +52,10 @@ async def clear(request: web.Request) -> web.Response:
         raise bad_request(f"'{name[:40]}' is not a field of a cache clear (tenant, tier)", param=name,
                           code="unsupported_parameter")
     tier = asked.get("tier")
-    if tier is not None and (not isinstance(tier, str) or state.config.tier(tier) is None):
+    if tier is not None and (not isinstance(tier, str) or services.config.tier(tier) is None):
         raise bad_request(f"no tier {str(tier)[:64]!r} in the config", param="tier", code="invalid_value")
-    scopes = _scopes(state, asked.get("tenant"))
-    store, prefix = _store(state), state.config.redis.key_prefix
+    scopes = _scopes(services, asked.get("tenant"))
+    store, prefix = _store(services), services.config.redis.key_prefix
     cleared = 0
     for scope in scopes:
         cleared += await store.clear(prefix, scope, tier)
@@ -64,11 +64,11 @@ async def clear(request: web.Request) -> web.Response:
 
 async def holdings(request: web.Request) -> web.Response:
     """Entries and bytes per cache (`?tenant=` for one tenant's)."""
-    state = request.app[STATE]
-    require_admin(request, state)
-    store, prefix = _store(state), state.config.redis.key_prefix
+    services = request[SERVICES]
+    require_admin(request, services)
+    store, prefix = _store(services), services.config.redis.key_prefix
     out = {}
-    for scope in _scopes(state, request.query.get("tenant")):
+    for scope in _scopes(services, request.query.get("tenant")):
         entries, used = await store.used(prefix, scope)
         out[scope] = {"entries": entries, "bytes": used}
     return web.json_response({"caches": out})

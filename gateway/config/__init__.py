@@ -1,6 +1,6 @@
 """The config file: one loader for every section, validated into typed objects.
 
-Each top-level section is read by its owner (tiers here and in `config_tiers.py`, `quality:` by
+Each top-level section is read by its owner (tiers here and in `tiers.py`, `quality:` by
 `quality/config.py`, `policy:` and `tenants:` by `policies/config.py`) with one field validator
 (typedconfig), so every error is one `ConfigError` that names the file and the field
 (`tiers[1].price_per_mtok.input: ...`), and hot reload keeps the old config. Defaults are the

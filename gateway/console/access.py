@@ -32,12 +32,12 @@ def as_bearer(authorization: str | None) -> str | None:
     return f"Bearer {key}" if key else None
 
 
-def require_console_access(request: web.Request, state):
+def require_console_access(request: web.Request, services):
     """The admin tenant (or the open policy's anonymous one); 401 with a Basic challenge otherwise."""
-    if isinstance(state.policy, OpenPolicy):
-        return state.policy.authenticate(None)
+    if isinstance(services.sinks.policy, OpenPolicy):
+        return services.sinks.policy.authenticate(None)
     try:
-        tenant = state.policy.authenticate(as_bearer(request.headers.get("Authorization")))
+        tenant = services.sinks.policy.authenticate(as_bearer(request.headers.get("Authorization")))
     except OpenAIError as exc:
         if exc.status != 401:
             raise

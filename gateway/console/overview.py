@@ -67,15 +67,15 @@ async def ledger_today(policy, admin) -> dict | None:
     return {"date": today, "spend_usd_by_tenant": tenants, "spend_usd": round(sum(tenants.values()), 6)}
 
 
-async def overview(state, admin) -> dict:
-    config = state.config
+async def overview(services, admin) -> dict:
+    config = services.config
     found = promtext.samples(metrics.render()[0].decode())
     tiers = [t.name for t in (*config.tiers, *config.embedding_tiers)]
     body = {"object": "tiergate.console.overview", "tiers": tiers, "totals": metric_totals(found),
             "top_tier": max(config.tiers, key=lambda t: t.level).name, "per_minute": None, "ledger": None}
-    if state.activity.enabled:
-        stamps, minutes = await state.activity.minutes(WINDOW_MINUTES)
+    if services.sinks.activity.enabled:
+        stamps, minutes = await services.sinks.activity.minutes(WINDOW_MINUTES)
         body["per_minute"] = per_minute(tiers, stamps, minutes)
     if getattr(admin, "is_admin", False):
-        body["ledger"] = await ledger_today(state.policy, admin)
+        body["ledger"] = await ledger_today(services.sinks.policy, admin)
     return body

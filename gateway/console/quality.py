@@ -50,8 +50,8 @@ def similarity_histogram(samples: list[dict]) -> dict:
     return {"bin_edges": [round(i / SIMILARITY_BINS, 2) for i in range(SIMILARITY_BINS + 1)], "counts": counts}
 
 
-async def quality(state) -> dict:
-    monitor, config = state.quality, state.config
+async def quality(services) -> dict:
+    monitor, config = services.sinks.quality, services.config
     top = top_tier(config)
     tiers = [t.name for t in config.tiers if t.level < top.level]  # the top tier is the reference, never judged
     body = {"object": "tiergate.console.quality", "enabled": monitor.config.enabled,

@@ -24,7 +24,7 @@ from policies.redis_errors import REDIS_DOWN
 from ..core.body import read_body
 from ..core.context import CTX
 from ..api.explain import explain_route
-from ..state import STATE
+from ..core.services import SERVICES
 from .access import require_console_access
 from .overview import overview
 from .quality import quality
@@ -51,12 +51,12 @@ async def _stored(view):
 
 
 async def page(request: web.Request) -> web.StreamResponse:
-    require_console_access(request, request.app[STATE])
+    require_console_access(request, request[SERVICES])
     return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
 
 
 async def static_file(request: web.Request) -> web.StreamResponse:
-    require_console_access(request, request.app[STATE])
+    require_console_access(request, request[SERVICES])
     name = request.match_info["name"]
     if name not in FILES:
         raise OpenAIError(404, f"no console file {name!r}", code="not_found")
@@ -65,25 +65,25 @@ async def static_file(request: web.Request) -> web.StreamResponse:
 
 
 async def overview_json(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    return _json(await _stored(overview(state, require_console_access(request, state))))
+    services = request[SERVICES]
+    return _json(await _stored(overview(services, require_console_access(request, services))))
 
 
 async def routing_json(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    require_console_access(request, state)
-    config = state.config
-    tenants = getattr(getattr(state.policy, "config", None), "tenants", None)
-    rows = await _stored(state.activity.recent(RECENT_ROWS)) if state.activity.enabled else []
+    services = request[SERVICES]
+    require_console_access(request, services)
+    config = services.config
+    tenants = getattr(getattr(services.sinks.policy, "config", None), "tenants", None)
+    rows = await _stored(services.sinks.activity.recent(RECENT_ROWS)) if services.sinks.activity.enabled else []
     return _json({"object": "tiergate.console.routing", "log_prompts": config.console.log_prompts,
                   "tenants": sorted(tenants) if tenants else [], "recent": rows,
                   "models": ["auto", *(t.name for t in config.tiers)]})
 
 
 async def route_json(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    admin = require_console_access(request, state)
-    body = await read_body(request, state.config.limits.max_body_bytes)
+    services = request[SERVICES]
+    admin = require_console_access(request, services)
+    body = await read_body(request, services.config.limits.max_body_bytes)
     prompt, model, tenant_name = body.get("prompt"), body.get("model", "auto"), body.get("tenant")
     if not isinstance(prompt, str) or not prompt.strip():
         raise bad_request("'prompt' must be a non-empty string", param="prompt")
@@ -93,25 +93,25 @@ async def route_json(request: web.Request) -> web.Response:
         raise bad_request("'model' must be a string", param="model")
     tenant = admin
     if tenant_name:
-        tenants = getattr(getattr(state.policy, "config", None), "tenants", None) or {}
+        tenants = getattr(getattr(services.sinks.policy, "config", None), "tenants", None) or {}
         if tenant_name not in tenants:
             raise bad_request(f"unknown tenant {tenant_name!r}", param="tenant")
         tenant = tenants[tenant_name]
     chat = {"model": model, "messages": [{"role": "user", "content": prompt}]}
-    about, _ = await explain_route(state.services, tenant, chat, request[CTX])
+    about, _ = await explain_route(services, tenant, chat, request[CTX])
     return _json(about)
 
 
 async def quality_json(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    require_console_access(request, state)
-    return _json(await _stored(quality(state)))
+    services = request[SERVICES]
+    require_console_access(request, services)
+    return _json(await _stored(quality(services)))
 
 
 async def workers_json(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    require_console_access(request, state)
-    return _json(await workers(state))
+    services = request[SERVICES]
+    require_console_access(request, services)
+    return _json(await workers(services))
 
 
 def add_routes(app: web.Application) -> None:

@@ -52,28 +52,31 @@ def engine_figures(found) -> dict:
     }
 
 
-async def _scrape(session: aiohttp.ClientSession, backend, timeout_s: float) -> dict | None:
+async def _scrape(transport, backend, timeout_s: float) -> dict | None:
     try:
-        async with session.get(backend.url + "/metrics", headers=backend.auth_headers,
-                               timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+        response = await transport.get(backend.url + "/metrics", headers=backend.auth_headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout_s))
+        try:
             if response.status != 200:
                 return None
             raw = await response.content.read(MAX_METRICS_BYTES + 1)
-            if len(raw) > MAX_METRICS_BYTES:
-                return None
-            return engine_figures(promtext.samples(raw.decode("utf-8", "replace")))
+        finally:
+            response.release()
+        if len(raw) > MAX_METRICS_BYTES:
+            return None
+        return engine_figures(promtext.samples(raw.decode("utf-8", "replace")))
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeDecodeError):
         return None
 
 
-async def workers(state) -> dict:
-    config = state.config
-    backends = list(state.pools.backends.values())
+async def workers(services) -> dict:
+    config = services.config
+    backends = list(services.upstreams.pools.backends.values())
     tiers_of: dict[str, list[str]] = {}
     for tier in (*config.tiers, *config.embedding_tiers):
         for spec in tier.workers:
             tiers_of.setdefault(spec.url, []).append(tier.name)
-    scraped = await asyncio.gather(*(_scrape(state.session, b, config.health.timeout_s) for b in backends))
+    scraped = await asyncio.gather(*(_scrape(services.transport, b, config.health.timeout_s) for b in backends))
     now = time.monotonic()
     rows = [{"worker": b.label, "url": b.url, "tiers": tiers_of.get(b.url, []), "healthy": b.healthy,
              "breaker": b.breaker_state(now), "in_flight_here": b.outstanding, "metrics_read": figures is not None,

@@ -1,4 +1,5 @@
-"""What each tier can do: the config's `capabilities:` over what its workers' cards state.
+"""What each tier can do: the config's `capabilities:` over what its workers' cards state, and
+whether a worker answers at all (its health).
 
 Workers are asked once (`GET /v1/models`) when they are first seen healthy, and again after
 they come back from being down (a restarted worker may serve another build). Routing reads
@@ -17,6 +18,7 @@ from wire.capabilities import Capabilities, from_models_card, intersect
 from ..cache.identity import UNSTATED, stated_identity
 from ..config import Config
 from .pool import Backend, Pools
+from .transport import Transport
 
 MAX_CARD_BYTES = 256 * 1024
 
@@ -29,19 +31,32 @@ class WorkerCard(NamedTuple):
 SAYS_NOTHING = WorkerCard(Capabilities(), UNSTATED)
 
 
-async def read_card(session: aiohttp.ClientSession, backend: Backend, timeout_s: float) -> WorkerCard | None:
+async def read_card(transport: Transport, backend: Backend, timeout_s: float) -> WorkerCard | None:
     """What the worker states; a worker without a readable card states nothing; None: no answer."""
     try:
-        async with session.get(backend.url + "/v1/models", headers=backend.auth_headers,
-                               timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+        response = await transport.get(backend.url + "/v1/models", headers=backend.auth_headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout_s))
+        try:
             if response.status != 200:
                 return SAYS_NOTHING
             card = json.loads(await response.content.read(MAX_CARD_BYTES))
             return WorkerCard(from_models_card(card), stated_identity(card))
+        finally:
+            response.release()
     except ValueError:
         return SAYS_NOTHING
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return None  # down or silent: ask again once it is healthy
+
+
+async def is_healthy(transport: Transport, backend: Backend, timeout_s: float) -> bool:
+    try:
+        response = await transport.get(backend.url + "/health", headers=backend.auth_headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout_s))
+        response.release()
+        return response.status == 200
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        return False
 
 
 def by_tier(config: Config, pools: Pools) -> dict[str, Capabilities]:

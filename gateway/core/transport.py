@@ -1,9 +1,12 @@
-"""How the gateway reaches a worker: one seam, like httpx's transports. In a process it is the
-aiohttp session's own `post` with the configured timeouts bound (`http_post`); tests hand the
-request path a scripted one instead (tests/support/scripted_transport.py), so routing,
-failover and billing run in process."""
+"""How the gateway reaches a worker: one seam for every outbound call, like httpx's transports.
+In a process it is the aiohttp session's own `post` and `get` (`http_transport`: the request
+path's POSTs under the configured timeouts; health checks, capability cards and the console's
+metrics as GETs with their own); tests hand the gateway a scripted one instead
+(tests/support/scripted_transport.py), so routing, failover, billing and the surfaces that only
+need a worker's answers run in process."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Awaitable, Mapping, Protocol
 
@@ -39,6 +42,23 @@ class Post(Protocol):
                  timeout: aiohttp.ClientTimeout = ...) -> Awaitable[UpstreamResponse]: ...
 
 
+class Get(Protocol):
+    """GET `url` within `timeout`; the caller reads the answer and then releases it."""
+
+    def __call__(self, url: str | URL, *, headers: Mapping[str, str],
+                 timeout: aiohttp.ClientTimeout) -> Awaitable[UpstreamResponse]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Transport:
+    post: Post  # the request path's calls (chat, completions, embeddings, abort)
+    get: Get  # what the gateway reads of a worker: health, its card, its metrics
+
+
+def http_transport(session: aiohttp.ClientSession | None, connect_s: float, read_s: float) -> Transport:
+    return Transport(http_post(session, connect_s, read_s), session.get if session is not None else _no_session)
+
+
 def http_post(session: aiohttp.ClientSession | None, connect_s: float, read_s: float) -> Post:
     """The session's post under the configured timeouts: no total, so a long stream is fine as
     long as bytes keep arriving. Bound directly, so no code of ours runs between a request and
@@ -48,4 +68,4 @@ def http_post(session: aiohttp.ClientSession | None, connect_s: float, read_s: f
 
 
 async def _no_session(url: str | URL, **_) -> UpstreamResponse:
-    raise RuntimeError(f"POST {url} before the gateway started: there is no HTTP session yet")
+    raise RuntimeError(f"a call to {url} before the gateway started: there is no HTTP session yet")

@@ -22,7 +22,7 @@ from . import response_store
 from ..core.context import credentials
 from ..api.handlers import count_refusal, generate
 from ..core.body import read_authenticated
-from ..state import STATE
+from ..core.services import SERVICES
 
 
 def _frames(events) -> bytes:
@@ -67,36 +67,36 @@ class ResponsesShaper:
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
-    state = request.app[STATE]
-    config = state.config
+    services = request[SERVICES]
+    config = services.config
     tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
-                                            lambda: state.policy.authenticate(request.headers.get("Authorization")))
+                                            lambda: services.sinks.policy.authenticate(request.headers.get("Authorization")))
     previous = body.get("previous_response_id")
     try:
-        history = (await response_store.load_history(state.redis, config, tenant.name, previous)
+        history = (await response_store.load_history(services.redis, config, tenant.name, previous)
                    if isinstance(previous, str) and previous else None)
         translation = responses_to_chat(body, history)
     except OpenAIError as refusal:
-        await count_refusal(state.policy, request, tenant, refusal)
+        await count_refusal(services.sinks.policy, request, tenant, refusal)
         raise
-    if state.redis is None and translation.store:  # nowhere to keep it: say so in the answer's `store`
+    if services.redis is None and translation.store:  # nowhere to keep it: say so in the answer's `store`
         body, translation.store = {**body, "store": False}, False
 
     async def save(response_id: str, messages: list[dict]) -> bool:
-        return await response_store.save(state.redis, config, tenant.name, response_id, messages)
+        return await response_store.save(services.redis, config, tenant.name, response_id, messages)
 
     shaper = ResponsesShaper(body, translation, save)
     if translation.store:
         try:
-            await response_store.reserve(state.redis, config, tenant, shaper.response_id)
+            await response_store.reserve(services.redis, config, tenant, shaper.response_id)
         except OpenAIError as refusal:
-            await count_refusal(state.policy, request, tenant, refusal)
+            await count_refusal(services.sinks.policy, request, tenant, refusal)
             raise
     try:
         return await generate(request, "chat", body=translation.chat, tenant=tenant, shaper=shaper)
     finally:
         if translation.store and not shaper.stored:
-            await response_store.release(state.redis, config, tenant.name, shaper.response_id)
+            await response_store.release(services.redis, config, tenant.name, shaper.response_id)
 
 
 class MessagesShaper:
@@ -126,14 +126,14 @@ def _anthropic_error(status: int, message: str, headers: dict | None = None) -> 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     """Anthropic clients send `x-api-key`; a bearer token works too. Errors are Anthropic-shaped."""
-    state = request.app[STATE]
+    services = request[SERVICES]
     try:
-        tenant, body = await read_authenticated(request, state.config.limits.max_body_bytes,
-                                                lambda: state.policy.authenticate(credentials(request)))
+        tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
+                                                lambda: services.sinks.policy.authenticate(credentials(request)))
         try:
             chat = messages_to_chat(body)
         except OpenAIError as refusal:
-            await count_refusal(state.policy, request, tenant, refusal)
+            await count_refusal(services.sinks.policy, request, tenant, refusal)
             raise
         answer = await generate(request, "chat", body=chat, tenant=tenant, shaper=MessagesShaper(body["model"]))
     except OpenAIError as err:

@@ -17,7 +17,7 @@ from wire.errors import OpenAIError
 
 from ..admin.view import require_admin
 from ..core.body import read_bytes
-from ..state import STATE
+from ..core.services import SERVICES
 from .hotswap import version_of
 from .monitor import top_tier
 
@@ -33,15 +33,15 @@ def _tier_summary(rows: list[dict]) -> dict:
 
 
 async def quality(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    require_admin(request, state)
-    monitor, config = state.quality, state.config
+    services = request[SERVICES]
+    require_admin(request, services)
+    monitor, config = services.sinks.quality, services.config
     body = {"object": "tiergate.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top_tier(config).name,
             "local_counts": dict(monitor.counts), "queue_depth": monitor.queue.qsize() if monitor.queue else 0,
             "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
-            "classifier": {"name": state.classifier.name,
-                           "version": version_of(state.classifier), "swaps": monitor.swapper.history},
+            "classifier": {"name": services.router.classifiers.current.name,
+                           "version": version_of(services.router.classifiers.current), "swaps": monitor.swapper.history},
             "router": monitor.learner.status(),
             "tiers": {}, "classes": {}, "changes": []}
     store = monitor.store
@@ -74,10 +74,10 @@ async def quality(request: web.Request) -> web.Response:
 
 
 async def reload_classifier(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    require_admin(request, state)
+    services = request[SERVICES]
+    require_admin(request, services)
     try:
-        event = await state.quality.swapper.reload("admin endpoint")
+        event = await services.sinks.quality.swapper.reload("admin endpoint")
     except Exception as exc:
         raise OpenAIError(422, f"the model could not be loaded, the running one is kept: {type(exc).__name__}: {exc}",
                           code="model_rejected") from None
@@ -89,9 +89,9 @@ async def upload_outcomes(request: web.Request) -> web.Response:
     learn from every line, judge on what is already held out). The guard decides before this answers."""
     from classifier.outcomes import parse_line
 
-    state = request.app[STATE]
-    require_admin(request, state)
-    monitor, limit = state.quality, state.config.limits.max_body_bytes
+    services = request[SERVICES]
+    require_admin(request, services)
+    monitor, limit = services.sinks.quality, services.config.limits.max_body_bytes
     raw = await read_bytes(request, limit)
     try:
         share = float(request.query.get("heldout_share", monitor.config.heldout_share))

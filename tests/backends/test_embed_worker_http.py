@@ -6,11 +6,13 @@ import pytest
 
 from backends.embedder import Embedder
 from tests.support.workers import running_worker
+from tests.support.kinds import starts_processes
 
 openai = pytest.importorskip("openai", reason="the openai client is a test dependency (docs/gpu.md lists the wheels)")
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def worker():
     with running_worker("minilm", "--task", "embed") as running:
         yield running.base

@@ -8,6 +8,7 @@ import pytest
 from tests.support import wait_until
 from tests.support.metrics import metric, scrape
 from tests.support.workers import running_worker
+from tests.support.kinds import starts_processes
 
 openai = pytest.importorskip("openai", reason="the openai client is a test dependency (docs/gpu.md lists the wheels)")
 
@@ -15,6 +16,7 @@ MODEL = "smollm2-135m"
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def worker():
     with running_worker(MODEL, "--kv-cache-gb", "0.25", "--max-model-len", "2048") as running:
         yield running.base

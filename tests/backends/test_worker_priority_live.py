@@ -9,6 +9,7 @@ from tests.support import wait_until
 from tests.support.metrics import metric as read
 from tests.support.metrics import scrape
 from tests.support.workers import running_worker
+from tests.support.kinds import starts_processes
 
 openai = pytest.importorskip("openai", reason="the openai client is a test dependency (docs/gpu.md lists the wheels)")
 
@@ -23,6 +24,7 @@ def _metric(worker: str, name: str, **labels) -> float:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def worker():
     flags = ("--kv-cache-gb", "0.25", "--max-model-len", "2048", "--max-num-seqs", str(SLOTS))
     with running_worker(MODEL, *flags) as running:

@@ -21,7 +21,7 @@ def config(urls: list[str], prefix: str, redis_url: str = SHARED_REDIS, **sectio
 
 def idle(gw) -> bool:
     """No request outstanding on any backend of an in-process gateway."""
-    return all(b.outstanding == 0 for b in gw.state.pools.backends.values())
+    return all(b.outstanding == 0 for b in gw.state.services.upstreams.pools.backends.values())
 
 
 def sse_events(raw: bytes) -> list[dict]:

@@ -146,7 +146,7 @@ async def test_cluster_master_killed_its_replica_takes_over(cluster, fakes, gate
     await wait_for(lambda: len(load.answers) >= settled_from + 100, timeout_s=20, what="load after failover")
     stop.set()
     await running
-    await wait_for(lambda: all(gw.state.policy.pending_settles == 0 for gw in gws), timeout_s=10,
+    await wait_for(lambda: all(gw.state.services.sinks.policy.pending_settles == 0 for gw in gws), timeout_s=10,
                    what="queued settles booked")
     assert {s for _, _, s, _ in load.answers} == {200}  # served throughout
     store = PolicyStore(client_for(cluster, keys), keys, 60)

@@ -37,6 +37,7 @@ from launcher import commands
 from launcher.group import clean_env
 from tests.support import SHARED_REDIS, Pending, free_port, start_fake, wait_for
 from policies.costs import request_cost_micro, tier_price
+from tests.support.kinds import starts_processes
 
 KEYS = {"team-a": "sk-team-a-example", "team-b": "sk-team-b-example", None: None}  # None: anonymous "local"
 ADMIN_KEY = "sk-admin-example"
@@ -172,6 +173,7 @@ async def _prometheus_figures(prom: Prometheus, session, at: float, range_s: int
 
 
 @pytest.fixture
+@starts_processes
 async def running(tmp_path):
     """Fake upstream + two-process gateway (+ Prometheus when available); yields a namespace."""
     fake, runner, live = await start_fake(name="fake-live", chunks=CHUNKS)

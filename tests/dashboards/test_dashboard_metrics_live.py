@@ -15,6 +15,7 @@ from dashboards.promql import dashboard_exprs, metric_names
 from tests.gateway.e2e_stack import MODEL, e2e_stack
 from tests.support import wait_until
 from tests.support.metrics import metric, samples, scrape
+from tests.support.kinds import starts_processes
 
 
 def _tiers(urls: list[str]) -> list[dict]:
@@ -25,6 +26,7 @@ def _tiers(urls: list[str]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def live(tmp_path_factory, shared_worker):
     with e2e_stack(tmp_path_factory.mktemp("dash-live"), _tiers, n_workers=0, running_workers=(shared_worker,)) as stack:
         worker = stack.worker_urls[0]  # the session's: counted from here, once what others sent has ended

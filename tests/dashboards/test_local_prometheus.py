@@ -30,7 +30,7 @@ async def gateway_for(tmp_path):
         state = GatewayState(load_config(path), classifier=PromptLengthClassifier())
         runner = await start_site(build_app(state), "127.0.0.1", 0)
         runners.append(runner)
-        return state.config, runner.addresses[0][1]
+        return state.services.config, runner.addresses[0][1]
 
     yield start
     for runner in runners:

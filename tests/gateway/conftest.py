@@ -5,6 +5,7 @@ import pytest
 
 from gateway.core.classify import PromptLengthClassifier
 from tests.gateway.e2e_stack import e2e_stack, tier
+from tests.support.kinds import starts_processes
 
 
 @pytest.fixture
@@ -13,6 +14,7 @@ def default_classifier():
 
 
 @pytest.fixture(scope="session")
+@starts_processes
 def small_stack(tmp_path_factory, shared_worker):
     """The session's worker behind one gateway process (tier small), started once for the e2e
     modules that only send requests through it and change nothing in it."""

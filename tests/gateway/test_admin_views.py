@@ -62,10 +62,10 @@ async def test_admin_endpoints_refuse_other_keys(gw, http, method, path):
 
 async def test_a_reload_may_not_drop_the_tenants_of_a_reachable_gateway(gw):
     gw.state.keys_required = True  # what gateway.process sets when it listens on a non-loopback address
-    policy = gw.state.policy
+    policy = gw.state.services.sinks.policy
     keyless = {k: v for k, v in gw.doc.items() if k not in ("tenants", "policy")}
     gw.path.write_text(yaml.safe_dump(keyless))
-    assert gw.state.reload() is False and gw.state.policy is policy
+    assert gw.state.reload() is False and gw.state.services.sinks.policy is policy
     # an admin key alone keeps keys required: it manages tenants and keys through /admin/
     gw.path.write_text(yaml.safe_dump({**keyless, "policy": {"admin_key_sha256": gw.doc["policy"]["admin_key_sha256"]}}))
-    assert gw.state.reload() is True and gw.state.policy is not policy
+    assert gw.state.reload() is True and gw.state.services.sinks.policy is not policy

@@ -32,7 +32,7 @@ async def test_shared_prefix_sticks_to_one_worker_and_is_indexed_in_redis(fakes,
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         for i in range(8):
             await client.chat.completions.create(model="t", messages=_conversation(i))
-            await gw.state.affinity.drain()  # the index write is off the hot path; wait for it here
+            await gw.state.services.upstreams.affinity.drain()  # the index write is off the hot path; wait for it here
         # without the shared prefix, the same light load alternates between workers
         for i in range(4):
             await client.chat.completions.create(model="t", messages=[{"role": "user", "content": f"q{i}"}])
@@ -52,7 +52,7 @@ async def test_affinity_falls_back_to_least_loaded_under_load(fakes, gateway, re
     gw = await gateway(base_config([tier("t", 1, [a_url, b_url])], redis_prefix, affinity={"load_margin": 1}))
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         await client.chat.completions.create(model="t", messages=_conversation(0))
-        await gw.state.affinity.drain()
+        await gw.state.services.upstreams.affinity.drain()
         overloaded = _hits("t", "overloaded")
         await asyncio.gather(*(client.chat.completions.create(model="t", messages=_conversation(i))
                                for i in range(1, 9)))

@@ -36,8 +36,8 @@ async def three_tiers(fakes, gateway, redis_prefix, http):
 
 async def _until_learned(gw, http) -> None:
     """Cards are read by the health loop: wait until both own workers' are in."""
-    await wait_for(lambda: gw.state.capabilities["small"].max_context_tokens == 512
-                   and gw.state.capabilities["large"].tools, timeout_s=10.0)
+    await wait_for(lambda: gw.state.services.router.capabilities["small"].max_context_tokens == 512
+                   and gw.state.services.router.capabilities["large"].tools, timeout_s=10.0)
 
 
 async def _route(http, gw, body) -> dict:
@@ -117,7 +117,7 @@ async def test_token_ids_must_fit_every_tier_the_request_may_reach(fakes, gatewa
     small.capabilities, large.capabilities = {"vocab_size": 1000}, {"vocab_size": 500}
     gw = await gateway(base_config([tier("small", 1, [small_url]), tier("large", 2, [large_url])], redis_prefix,
                                    failover={"escalate": escalate}))
-    await wait_for(lambda: gw.state.capabilities["large"].vocab_size == 500, timeout_s=10.0)
+    await wait_for(lambda: gw.state.services.router.capabilities["large"].vocab_size == 500, timeout_s=10.0)
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as client:
         with pytest.raises(openai.BadRequestError) as err:  # past the chosen tier's own vocabulary
             await client.chat.completions.create(model="small", messages=HI, logit_bias={"1000": 1})

@@ -12,12 +12,14 @@ import openai
 import pytest
 
 from tests.gateway.e2e_stack import e2e_stack, tier
+from tests.support.kinds import starts_processes
 
 SYSTEM = ("You are the support assistant of the Tiergate project. Answer briefly, politely and only "
           "about the product. ") * 12  # ~1.2 KB: several affinity chunks
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def stack(tmp_path_factory, shared_worker):
     with e2e_stack(tmp_path_factory.mktemp("e2e"),
                    lambda urls: [tier("small", 1, urls), tier("large", 3, urls[1:])], n_workers=1,

@@ -25,7 +25,7 @@ async def test_breaker_opens_after_consecutive_failures_then_half_open_probe_clo
     flaky.fail_status = 500
     gw = await gateway(base_config([tier("t", 1, [flaky_url, good_url])], redis_prefix,
                                    breaker={"failure_threshold": 2, "open_s": 0.6}))
-    backend = gw.state.pools.backends[flaky_url]
+    backend = gw.state.services.upstreams.pools.backends[flaky_url]
     async with _client(gw) as client:
         for _ in range(6):
             await client.chat.completions.create(model="t", messages=HI)
@@ -42,7 +42,7 @@ async def test_active_health_check_takes_worker_out_and_back(fakes, gateway, red
     (sick, sick_url), (good, good_url) = await fakes(2)
     gw = await gateway(base_config([tier("t", 1, [sick_url, good_url])], redis_prefix))
     sick.healthy = False
-    sick_backend = gw.state.pools.backends[sick_url]
+    sick_backend = gw.state.services.upstreams.pools.backends[sick_url]
     await wait_for(lambda: not sick_backend.healthy, timeout_s=5)  # the next health round
     async with _client(gw) as client:
         for _ in range(4):
@@ -99,4 +99,4 @@ async def test_client_disconnect_cancels_upstream_request(fakes, gateway, redis_
                              timeout=__import__("aiohttp").ClientTimeout(total=0.3)) as response:
             await response.read()
     await wait_for(lambda: fake.disconnects == 2 and fake.in_flight == 0, timeout_s=5)
-    assert gw.state.pools.backends[url].outstanding == 0
+    assert gw.state.services.upstreams.pools.backends[url].outstanding == 0

@@ -103,7 +103,7 @@ async def test_route_dry_run_reports_decision_without_generating(two_tier, http)
         assert response.headers["x-tiergate-tier"] == "large"
     assert decision["tier"] == "large" and decision["model"] == "model-large"
     assert decision["classifier"]["name"] == "prompt-length-rule" and decision["classifier"]["tier"] == 3
-    assert decision["routed_by"] == "classifier" and decision["backend"] == gw.state.pools.by_tier["large"].backends[0].url
+    assert decision["routed_by"] == "classifier" and decision["backend"] == gw.state.services.upstreams.pools.by_tier["large"].backends[0].url
     assert [s["step"] for s in decision["steps"]] == ["level", "capabilities", "chosen"]
     assert decision["steps"][0] == {"step": "level", "level": 3, "source": "classifier level (no scores)"}
     assert small.served == 0 and large.served == 0

@@ -95,7 +95,7 @@ def _served_or_refused(status: int, headers, fake_label: str) -> None:
 
 async def test_no_body_field_or_header_makes_the_gateway_call_the_canary(setup, http):
     gw, canary, target, hostport, fake = setup
-    fake_label = gw.state.pools.backends[next(iter(gw.state.pools.backends))].label
+    fake_label = gw.state.services.upstreams.pools.backends[next(iter(gw.state.services.upstreams.pools.backends))].label
     auth = {"Authorization": f"Bearer {TENANT_KEY}"}
     statuses = []
     for path, body in _bodies(target, hostport):

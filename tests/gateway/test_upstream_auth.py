@@ -79,14 +79,14 @@ async def test_upstream_refusing_the_key_is_a_worker_failure_not_a_client_401(ke
         route = await r.text()
     captured = caplog.text + "".join(repr(r.__dict__) for r in caplog.records)
     assert "backend" in health and "127.0.0.1" in route
-    for text in (metrics, health, route, captured, repr(gw.state.config), repr(gw.state.pools.backends)):
+    for text in (metrics, health, route, captured, repr(gw.state.services.config), repr(gw.state.services.upstreams.pools.backends)):
         _no_secret(text, UPSTREAM_KEY, CLIENT_KEY)
 
 
 async def test_reload_picks_up_another_key_for_the_same_url(keyed, monkeypatch, redis_prefix):
     gw, fake, client = keyed
     monkeypatch.setenv(ENV2, ROTATED_KEY)
-    url = gw.state.config.tiers[0].workers[0].url
+    url = gw.state.services.config.tiers[0].workers[0].url
     gw.rewrite(keyed_config(url, redis_prefix, env=ENV2))
     assert gw.state.reload()
     fake.api_key = ROTATED_KEY

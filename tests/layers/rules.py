@@ -52,6 +52,13 @@ INNER = [
 ]
 
 
+# module -> the only modules of its own package that may import it. The process state is the
+# app's and the process's: every surface is handed the request's `Services` snapshot instead.
+ONLY_IMPORTED_BY = {
+    "gateway.state": {"gateway.app", "gateway.process"},
+}
+
+
 class Violation(NamedTuple):
     path: str
     line: int
@@ -93,6 +100,17 @@ def inner_violations(found: list[Import]) -> list[Violation]:
             hits = sorted(m for m in i.reaches() if under(m, banned) and not (allowed and under(m, allowed)))
             if under(i.module, area) and hits:
                 bad.append(_violation(i, hits[0], f"{area} never imports {banned}"))
+    return bad
+
+
+def owner_violations(found: list[Import]) -> list[Violation]:
+    bad = []
+    for i in found:
+        for owned, importers in ONLY_IMPORTED_BY.items():
+            package = owned.split(".")[0]
+            if (under(i.module, package) and i.module not in importers | {owned}
+                    and any(under(m, owned) for m in i.reaches())):
+                bad.append(_violation(i, owned, f"only {', '.join(sorted(importers))} import {owned}"))
     return bad
 
 

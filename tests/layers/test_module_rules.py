@@ -1,5 +1,6 @@
 """Rules below the package level, read from every import (lazy and relative ones included):
-gateway/console and gateway/quality never import gateway.api.handlers or gateway.app; backends/engine
+gateway/console and gateway/quality never import gateway.api.handlers or gateway.app; only
+gateway.app and gateway.process import the process state (gateway.state); backends/engine
 never imports the rest of backends; no module takes another's private name, nor reads another's
 private attribute; no test module imports another; every import of ours names a module that
 exists; and no modules import each other in a circle, however late or only for type checking."""
@@ -11,8 +12,8 @@ import pytest
 
 from tests.layers.attributes import private_attribute_violations
 from tests.layers.imports import all_imports, packages
-from tests.layers.rules import (circle_violations, cross_test_violations, inner_violations, private_violations,
-                                unresolved)
+from tests.layers.rules import (circle_violations, cross_test_violations, inner_violations, owner_violations,
+                                private_violations, unresolved)
 
 ROOT = Path(__file__).parents[2]
 # (importing file, imported module) -> why the arrow stands today. Each is work in progress
@@ -31,6 +32,11 @@ def _found():
 def test_parts_of_a_package_follow_its_inner_rules():
     bad = _checked(inner_violations(_found()))
     assert bad == [], "imports against a package's inner rules:\n" + "\n".join(bad)
+
+
+def test_only_the_app_and_the_process_import_the_process_state():
+    bad = _checked(owner_violations(_found()))
+    assert bad == [], "hand these the request's Services snapshot (request[SERVICES]) instead:\n" + "\n".join(bad)
 
 
 def test_no_module_imports_another_modules_private_names():
@@ -64,7 +70,8 @@ def test_no_module_reads_another_modules_private_attributes():
 def test_known_exceptions_are_still_needed():
     """An exception that no longer happens is removed from the list, so the list stays true."""
     found, ours = _found(), packages(ROOT)
-    standing = {(v.path, v.target) for v in [*inner_violations(found), *private_violations(found, ours),
+    standing = {(v.path, v.target) for v in [*inner_violations(found), *owner_violations(found),
+                                              *private_violations(found, ours),
                                               *cross_test_violations(found), *unresolved(found, ours, ROOT),
                                               *circle_violations(found, ROOT), *private_attribute_violations(ROOT)]}
     assert set(KNOWN_EXCEPTIONS) - standing == set()
@@ -78,6 +85,7 @@ PLANTED = {  # file -> one bad arrow of each kind
     "tests/kernels/test_b.py": "from ..backends.test_a import prompts\n",  # test to test
     "tests/gateway/helper.py": "from tests.gateway.conftest import gateway\n",  # a conftest is a test module
     "gateway/gone.py": "from gateway.no_such_module import x\n",
+    "gateway/batches/reader.py": "def f():\n    from ..state import STATE\n",  # lazy, the process state
 }
 CLEAN = {  # arrows the same rules allow
     "gateway/console/page.py": "from ..core.metrics import METRICS\nfrom . import widget\n",
@@ -104,15 +112,18 @@ def planted(tmp_path):
     return plant(tmp_path, {**PLANTED, **CLEAN, "gateway/core/metrics.py": "", "gateway/api/handlers.py": "",
                             "gateway/app.py": "", "backends/engine/config.py": "", "tests/backends/test_a.py": "",
                             "tests/backends/models.py": "", "tests/kernels/helpers.py": "",
-                            "tests/gateway/conftest.py": ""})
+                            "tests/gateway/conftest.py": "", "gateway/state.py": "",
+                            "gateway/process.py": "from .state import STATE\n"})
 
 
 def test_the_checks_reject_a_planted_bad_arrow_of_each_kind(planted):
     found, ours = all_imports(planted), packages(planted)
-    rejected = {str(v).split(":")[0]: v.why for v in [*inner_violations(found), *private_violations(found, ours),
+    rejected = {str(v).split(":")[0]: v.why for v in [*inner_violations(found), *owner_violations(found),
+                                                     *private_violations(found, ours),
                                                      *cross_test_violations(found), *unresolved(found, ours, planted)]}
     assert rejected == {
         "gateway/console/widget.py": "gateway.console never imports gateway.api.handlers",
+        "gateway/batches/reader.py": "only gateway.app, gateway.process import gateway.state",
         "gateway/quality/score.py": "gateway.quality never imports gateway.app",
         "backends/engine/step.py": "backends.engine never imports backends",
         "backends/engine/runner.py": "takes the private _draw",

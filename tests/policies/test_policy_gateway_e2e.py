@@ -15,6 +15,7 @@ import pytest
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.support.stack import Stack
+from tests.support.kinds import starts_processes
 
 
 def _config(upstream: str, log_dir: str) -> dict:
@@ -35,6 +36,7 @@ def _config(upstream: str, log_dir: str) -> dict:
 
 
 @pytest.fixture
+@starts_processes
 async def two_gateways(tmp_path):
     with Stack(tmp_path / "processes", "pol") as stack:
         upstream, = await asyncio.to_thread(stack.start_upstreams, 1, "--chunks", "7")

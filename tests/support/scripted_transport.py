@@ -1,6 +1,7 @@
-"""A transport (gateway/core/transport.py's `Post`) that answers from a script, in this process:
-tests of routing, failover and billing without a server. `script(sent)` returns the `Reply`
-for each POST, or raises what the connection would (a refused connection, a timeout)."""
+"""A transport (gateway/core/transport.py's `Transport`) that answers from a script, in this
+process: tests of routing, failover, billing and the surfaces that only need a worker's answers,
+without a server. `script(sent)` returns the `Reply` for each call (POST or GET: `sent.method`),
+or raises what the connection would (a refused connection, a timeout)."""
 from __future__ import annotations
 
 import asyncio
@@ -23,6 +24,7 @@ class Sent:
     url: str
     body: bytes
     headers: dict
+    method: str = "POST"
 
     @property
     def json(self) -> dict:
@@ -64,8 +66,13 @@ class ScriptedTransport:
         self.sent: list[Sent] = []
         self.responses: list[ScriptedResponse] = []
 
-    async def __call__(self, url: str, *, data: bytes, headers, timeout=None) -> ScriptedResponse:
-        sent = Sent(str(url), data, dict(headers))
+    async def post(self, url: str, *, data: bytes, headers, timeout=None) -> ScriptedResponse:
+        return await self._answer(Sent(str(url), data, dict(headers)))
+
+    async def get(self, url: str, *, headers, timeout=None) -> ScriptedResponse:
+        return await self._answer(Sent(str(url), b"", dict(headers), "GET"))
+
+    async def _answer(self, sent: Sent) -> ScriptedResponse:
         self.sent.append(sent)
         reply = self.script(sent)
         if reply.hold is not None:

@@ -162,7 +162,7 @@ async def test_lines_past_the_completion_window_fail_as_expired(fakes, gateway, 
         batch = await submit(sdk, jsonl(30))
         await until(sdk, batch.id, lambda b: b.request_counts.completed >= 1)
         redis = aioredis.from_url(SHARED_REDIS)  # the window ends now (an hour is the shortest one can ask)
-        key = f"{gw.state.config.redis.key_prefix}batch:{{acme}}:{batch.id}"
+        key = f"{gw.state.services.config.redis.key_prefix}batch:{{acme}}:{batch.id}"
         meta = json.loads(await redis.hget(key, "meta"))
         await redis.hset(key, "meta", json.dumps({**meta, "expires_at": int(time.time()) - 1}))
         await redis.aclose()

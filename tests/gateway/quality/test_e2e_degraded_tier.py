@@ -19,6 +19,7 @@ import urllib.request
 
 from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.gateway.quality.quality_helpers import EASY, step_to_leave_tier_1
+from tests.support.kinds import starts_processes
 
 QUALITY = {"sampling_rate": 1.0, "window": 20, "min_samples": 10, "trigger": 0.3, "recover": 0.15,
            "step": step_to_leave_tier_1(), "max_steps": 1, "refresh_s": 0.25, "concurrency": 4}
@@ -33,6 +34,7 @@ def _tiers(urls: list[str], small_cap: int | None) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def stack(tmp_path_factory, shared_worker):
     with e2e_stack(tmp_path_factory.mktemp("quality-e2e"), lambda urls: _tiers(urls, 1), n_workers=0,
                    running_workers=(shared_worker,), quality=QUALITY,

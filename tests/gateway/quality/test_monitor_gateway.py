@@ -115,7 +115,7 @@ async def _all_routed(http, gw, tier: str) -> bool:
 
 
 async def _cap_gone(gw) -> bool:
-    return gw.state.config.tier("small").max_tokens_cap is None
+    return gw.state.services.config.tier("small").max_tokens_cap is None
 
 
 async def _sampled(http, gw, n: int):

@@ -68,7 +68,7 @@ async def test_feedback_retrain_hot_swap_changes_route(fakes, gateway, redis_pre
     quality = {"sampling_rate": 1.0, "store_requests": True, "trigger": 1.0, "recover": 0.5, "window": 100,
                "classifier_model_dir": str(watched), "refresh_s": 0.2}
     gw = await gateway(two_tier_config(small_url, top_url, redis_prefix, quality, small_cap=1))
-    old_version = gw.state.classifier.version
+    old_version = gw.state.classifiers.current.version
     unseen = [f"Which continent is {c} in?" for c in UNSEEN]
     assert [await _route(http, gw, q) for q in unseen] == ["small"] * len(UNSEEN)
 
@@ -76,7 +76,7 @@ async def test_feedback_retrain_hot_swap_changes_route(fakes, gateway, redis_pre
     await wait_for(lambda: _scored(gw, len(SEEN)), timeout_s=30)
 
     feedback = tmp_path / "feedback.jsonl"
-    exported = await asyncio.to_thread(_cli, "export-feedback", "--redis-url", gw.state.config.redis.url,
+    exported = await asyncio.to_thread(_cli, "export-feedback", "--redis-url", gw.state.services.config.redis.url,
                                        "--prefix", redis_prefix, "--out", str(feedback))
     assert exported["failed"] == len(SEEN) and exported["label_distribution"]["2"] == len(SEEN)
     rows = [json.loads(line) for line in feedback.read_text().splitlines()]
@@ -120,4 +120,4 @@ async def _scored(gw, n: int) -> bool:
 
 
 async def _version_changed(gw, old: str) -> bool:
-    return gw.state.classifier.version != old
+    return gw.state.classifiers.current.version != old

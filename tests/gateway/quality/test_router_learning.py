@@ -97,7 +97,7 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
     assert await _tiers(http, gw, PROBE_OTHER) == ["small"] * len(PROBE_OTHER)
 
     # a replica started now replays the stream to the same decisions
-    fresh = OutcomeLearner(ClassifierSlot(load_classifier()), lambda: gw.state.config)
+    fresh = OutcomeLearner(ClassifierSlot(load_classifier()), lambda: gw.state.services.config)
     fresh.start(gw.state.redis, redis_prefix)
     live = gw.state.quality.learner
 
@@ -112,7 +112,7 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
     await wait_for(agree, timeout_s=15, what="the replaying replica reaching the live learner's decisions")
     assert state(fresh) == state(live) and state(fresh)[0] >= 1
     assert fresh.slot.current.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good == \
-        pytest.approx(gw.state.classifier.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good)
+        pytest.approx(gw.state.classifiers.current.classify([{"role": "user", "content": PROBE_KIND[0]}], None).p_good)
 
     async with http.post(gw.url + "/admin/router/outcomes", data='{"prompt": "hi", "outcomes": {"9": true}}') as r:
         assert r.status == 400 and "tier levels" in (await r.json())["error"]["message"]
