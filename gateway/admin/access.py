@@ -10,14 +10,14 @@ from aiohttp import web
 from wire.errors import OpenAIError
 
 from ..core.context import credentials
-from ..state import STATE
+from ..core.services import SERVICES
 
 READ, WRITE = "read", "write"
 
 
 def admin_of(request: web.Request, scope: str) -> tuple[Any, str]:
     """(the policy's registry admin, the admin key's id) or the refusal."""
-    policy = request.app[STATE].services.sinks.policy
+    policy = request[SERVICES].sinks.policy
     who = policy.authenticate(credentials(request))
     if not getattr(who, "is_admin", False):
         raise OpenAIError(403, "this endpoint needs an admin key", code="admin_required", type="permission_error")
