@@ -7,6 +7,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from policies.atomic import Atomic
 from policies.config import RateLimits, Tenant
 from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, KeySpace
 from policies.usage_log import UsageRecord
@@ -115,14 +116,14 @@ class PolicyStore:
     async def replace_ledger(self, tenant: str, day: str | None, month: str | None,
                              spend_micro: int, usage: dict[str, int] | None = None) -> None:
         """Overwrite one day's (or one month's) ledger with recomputed totals, atomically."""
-        pipe = self.redis.pipeline(transaction=True)
+        atomic = Atomic(self.redis)
         if day is not None:
-            pipe.set(self.keys.spend_day(tenant, day), spend_micro, ex=DAY_TTL_S)
+            atomic.call("SET", self.keys.spend_day(tenant, day), spend_micro, "EX", DAY_TTL_S)
             usage_key = self.keys.usage_day(tenant, day)
-            pipe.delete(usage_key)
+            atomic.call("DEL", usage_key)
             if usage:
-                pipe.hset(usage_key, mapping=usage)
-                pipe.expire(usage_key, DAY_TTL_S)
+                atomic.hset(usage_key, usage)
+                atomic.call("EXPIRE", usage_key, DAY_TTL_S)
         if month is not None:
-            pipe.set(self.keys.spend_month(tenant, month), spend_micro, ex=MONTH_TTL_S)
-        await pipe.execute()
+            atomic.call("SET", self.keys.spend_month(tenant, month), spend_micro, "EX", MONTH_TTL_S)
+        await atomic.run()

@@ -15,6 +15,7 @@ import os
 import time
 from pathlib import Path
 
+from policies.atomic import Atomic
 from wire.errors import OpenAIError
 
 from .storage_quota import Quota, StorageQuota
@@ -59,12 +60,9 @@ class FileStore:
         try:
             await self.bodies.commit(temp, tenant, meta["id"])
             key = self.key(tenant, meta["id"])
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(key, "meta", json.dumps(meta))
-                pipe.expire(key, self.ttl_s)
-                pipe.zadd(self.index_key(tenant), {meta["id"]: now})
-                pipe.expire(self.index_key(tenant), self.ttl_s)
-                await pipe.execute()
+            atomic = Atomic(self.redis).call("HSET", key, "meta", json.dumps(meta)).call("EXPIRE", key, self.ttl_s)
+            await atomic.call("ZADD", self.index_key(tenant), now, meta["id"]).call(
+                "EXPIRE", self.index_key(tenant), self.ttl_s).run()
         except BaseException:
             await self._undo(tenant, meta["id"], temp)
             raise

@@ -13,6 +13,8 @@ import json
 import os
 import time
 
+from policies.atomic import Atomic
+
 from .bodies import FileBodies
 from .files import not_found
 
@@ -74,13 +76,11 @@ class BatchStore:
         except FileNotFoundError:  # the file was deleted meanwhile
             raise not_found("file", meta["input_file_id"], "input_file_id") from None
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping={"meta": json.dumps(meta), "status": "in_progress", "in_progress_at": now,
-                                        "completed": 0, "failed": 0, "input_tokens": 0, "output_tokens": 0})
-                pipe.expire(key, self.ttl_s)
-                pipe.zadd(self.index_key(tenant), {meta["id"]: now})
-                pipe.expire(self.index_key(tenant), self.ttl_s)
-                await pipe.execute()
+            atomic = Atomic(self.redis).hset(key, {"meta": json.dumps(meta), "status": "in_progress",
+                                                   "in_progress_at": now, "completed": 0, "failed": 0,
+                                                   "input_tokens": 0, "output_tokens": 0})
+            await atomic.call("EXPIRE", key, self.ttl_s).call("ZADD", self.index_key(tenant), now, meta["id"]).call(
+                "EXPIRE", self.index_key(tenant), self.ttl_s).run()
             try:  # after the record: a runner that meets an id without one forgets it
                 await self.redis.sadd(self._active, json.dumps([tenant, meta["id"]]))
             except BaseException:

@@ -1,5 +1,5 @@
 """The API-managed tenants and keys in Redis. Every key carries the one hash tag `{registry}`,
-so the write script and the snapshot transaction take them together on a Cluster.
+so the write script and the snapshot's atomic read (policies/atomic.py) take them together on a Cluster.
 
 - `tenants`, `keys`: hashes of JSON records (tenant name / key id -> record)
 - `audit`: a stream of every change (who, what, before, after), capped; the full trail is the
@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..atomic import Atomic, as_dict
 
 _LUA = Path(__file__).resolve().parents[1] / "lua"
 AUDIT_STREAM_CAP = 20_000  # entries kept in Redis; a replica further behind reloads everything
@@ -75,13 +77,11 @@ class RegistryStore:
         return None if raw is None else json.loads(raw)
 
     async def snapshot(self) -> Snapshot:
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hgetall(self.keys.records(TENANT))
-        pipe.hgetall(self.keys.records(KEY))
-        pipe.get(self.keys.version())
-        tenants, keys, version = await pipe.execute()
-        return Snapshot({_text(n): json.loads(v) for n, v in tenants.items()},
-                        {_text(n): json.loads(v) for n, v in keys.items()}, _text(version) if version else "")
+        atomic = Atomic(self.redis)
+        atomic.call("HGETALL", self.keys.records(TENANT)).call("HGETALL", self.keys.records(KEY))
+        tenants, keys, version = await atomic.call("GET", self.keys.version()).run()
+        return Snapshot({_text(n): json.loads(v) for n, v in as_dict(tenants).items()},
+                        {_text(n): json.loads(v) for n, v in as_dict(keys).items()}, _text(version) if version else "")
 
     async def version(self) -> str:
         value = await self.redis.get(self.keys.version())
@@ -107,15 +107,14 @@ class RegistryStore:
     async def replace_all(self, tenants: dict[str, dict], keys: dict[str, dict], entry: dict) -> str:
         """Overwrite every record (the rebuild); one audit entry says so and moves the version."""
         k = self.keys
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.delete(k.records(TENANT), k.records(KEY))
+        atomic = Atomic(self.redis).call("DEL", k.records(TENANT), k.records(KEY))
         if tenants:
-            pipe.hset(k.records(TENANT), mapping={n: _dump(r) for n, r in tenants.items()})
+            atomic.hset(k.records(TENANT), {n: _dump(r) for n, r in tenants.items()})
         if keys:
-            pipe.hset(k.records(KEY), mapping={n: _dump(r) for n, r in keys.items()})
-        pipe.xadd(k.audit(), {"entry": json.dumps(entry, separators=(",", ":"))}, maxlen=AUDIT_STREAM_CAP,
-                  approximate=True)
-        replies = await pipe.execute()
+            atomic.hset(k.records(KEY), {n: _dump(r) for n, r in keys.items()})
+        atomic.call("XADD", k.audit(), "MAXLEN", "~", AUDIT_STREAM_CAP, "*",
+                    "entry", json.dumps(entry, separators=(",", ":")))
+        replies = await atomic.run()
         version = _text(replies[-1])
         await self.redis.set(k.version(), version)
         await self.redis.publish(k.channel(), version)
