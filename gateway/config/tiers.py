@@ -10,7 +10,7 @@ from typedconfig import ConfigError, Fields, parse_section, setting
 from typedconfig.fields import MISSING
 from wire.capabilities import Capabilities, CapabilityCardError, from_mapping
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what api_key_env may name
 _KEY_ENV_DOC = ("Name of an environment variable holding this upstream's API key, sent as "
                 "`Authorization: Bearer` (never a client's key, never logged); read at load, and an unset "
                 "or empty variable is an error. The key itself never goes in the file.")
@@ -32,7 +32,7 @@ def base_url(f: Fields, key: str, default=MISSING) -> str:
 
 def _key_env(f: Fields, key: str, inherited: str | None = None) -> str | None:
     env = f.string(key, inherited)
-    if env is not None and not _ENV_NAME.fullmatch(env):
+    if env is not None and not ENV_NAME.fullmatch(env):
         f.fail(key, "must be an environment variable name (letters, digits, _)")
     return env
 

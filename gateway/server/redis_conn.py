@@ -46,17 +46,38 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _credentials(settings: RedisConfig) -> dict:
+    """The login (ACL user, password) and TLS options every connection of every mode takes."""
+    given = {"username": settings.username, "password": settings.password}
+    tls = settings.tls
+    if tls.enabled:
+        given.update(ssl_ca_certs=tls.ca_file, ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file,
+                     ssl_cert_reqs="required", ssl_check_hostname=True)
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _tls_url(url: str) -> str:
+    """A redis:// URL spoken over TLS (tls.enabled): the scheme is what picks the connection kind."""
+    return "rediss://" + url.removeprefix("redis://") if url.startswith("redis://") else url
+
+
 def connect(settings: RedisConfig, url: str | None = None):
     """A client for `settings.mode` that fails fast, so a dead Redis costs a request at most one
     short timeout; None in single mode without a URL. `url` overrides `settings.url`."""
-    timeouts = {"socket_timeout": settings.socket_timeout_s, "socket_connect_timeout": settings.socket_timeout_s}
+    common = {"socket_timeout": settings.socket_timeout_s, "socket_connect_timeout": settings.socket_timeout_s,
+              **_credentials(settings)}
+    ssl = {"ssl": True} if settings.tls.enabled else {}
     if settings.mode == "sentinel":
-        sentinel = Sentinel([_address(a) for a in settings.sentinels], sentinel_kwargs=timeouts, **timeouts)
+        sentinel = Sentinel([_address(a) for a in settings.sentinels], sentinel_kwargs={**common, **ssl},
+                            **common, **ssl)
         return sentinel.master_for(settings.master_name, health_check_interval=0)
     if settings.mode == "cluster":
-        return RedisCluster(startup_nodes=[ClusterNode(*_address(a)) for a in settings.cluster_nodes], **timeouts)
+        return RedisCluster(startup_nodes=[ClusterNode(*_address(a)) for a in settings.cluster_nodes],
+                            **common, **ssl)
     url = url or settings.url
-    return aioredis.Redis.from_url(url, health_check_interval=0, **timeouts) if url else None
+    if not url:
+        return None
+    return aioredis.Redis.from_url(_tls_url(url) if ssl else url, health_check_interval=0, **common)
 
 
 def effective_url(configured: str | None) -> str | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 from prometheus_client import REGISTRY
 
-from gateway.config import RedisConfig
+from gateway.config.redis import redis_config
 from gateway.server.redis_conn import connect
 from policies.keys import hash_key
 from policies.store import PolicyStore
@@ -48,7 +48,7 @@ def gateway_doc(topology, upstream: str, prefix: str, usage_dir: Path, tenants: 
 def client_for(topology, prefix: str):
     """A client of our own (as a gateway connects) to read the ledger."""
     raw = redis_settings(topology, prefix)
-    return connect(RedisConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}))
+    return connect(redis_config(raw))
 
 
 @dataclass
