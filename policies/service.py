@@ -24,6 +24,7 @@ from policies.registry.admin import RegistryAdmin
 from policies.registry.cache import RegistryCache, registry_cache
 from policies.local_limits import LocalLimits
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, limits_of
+from policies.renewal import Renewals
 from policies.replica import ReplicaState, replica_state
 from policies.usage_log import UsageLog, UsageRecord
 from typedconfig import ConfigError
@@ -91,6 +92,7 @@ class PolicyService:
         self._snapshots: dict[str, tuple[str, str, UsageSnapshot]] = {}
         self._member_seq = 0
         self.local = LocalLimits()  # the limits this replica applies alone while Redis is away
+        self.renewals = Renewals(self._renew, access.reservation_ttl_s)
 
     # -- identity and routing (synchronous) ---------------------------------------------------
     def authenticate(self, authorization: str | None) -> Tenant:
@@ -163,19 +165,24 @@ class PolicyService:
 
     # -- admission --------------------------------------------------------------------------------
     async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
-                    n: int = 1, answers: int = 1, tiers: Sequence[str] = (),
+                    n: int = 1, answers: int = 1, attempts: int = 1, tiers: Sequence[str] = (),
                     client_request_id: str | None = None) -> Admission:
         """Check and reserve the request's worst case: `answers` x (prompt + n x max_tokens) tokens
-        for the token buckets and, priced at the dearest of `tiers` (every priced tier when empty),
-        for the hard budgets (`answers`: 2 when a shape re-ask may bill a dropped answer too).
-        `request_id` must be the server's own: it names the reservation."""
+        for the token buckets and, `attempts` times over and priced at the dearest of `tiers`
+        (every priced tier when empty), for the hard budgets (`answers`: 2 when a shape re-ask
+        may bill a dropped answer too; `attempts`: each attempt of a failover may be billed what
+        it generated). The gateway passes the prompt's upper bound (wire/prompt_bound.py) as
+        `estimated_prompt_tokens`. `request_id` must be the server's own: it names the
+        reservation, which is renewed while the request runs (renewal.py) and released by its
+        settle."""
         day, month = self._day_month()
         self._member_seq += 1
         member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
         prompt, completion = max(0, int(estimated_prompt_tokens)), max(0, int(n)) * max(0, int(max_tokens))
         answers = max(1, int(answers))
         charge = answers * (prompt + completion)
-        reservation = Reservation(request_id, answers * self._worst_cost(tiers, prompt, completion),
+        billable = answers * max(1, int(attempts))
+        reservation = Reservation(request_id, billable * self._worst_cost(tiers, prompt, completion),
                                   int(self.access.reservation_ttl_s * 1000))
         admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id)
         try:
@@ -197,7 +204,13 @@ class PolicyService:
         self._remember(tenant.name, day, month, result.day_spend_micro, result.month_spend_micro)
         if result.status != ADMITTED:
             raise self._refusal(tenant, result)
+        if tenant.policy.budgets.hard and reservation.cost_micro > 0:
+            self.renewals.hold(request_id, admission)
         return admission
+
+    async def _renew(self, tenant: str, reservation_ids: list[str]) -> None:
+        await self.call_redis("renew", lambda: self.store.renew(tenant, reservation_ids,
+                                                                int(self.access.reservation_ttl_s * 1000)))
 
     def _worst_cost(self, tiers: Sequence[str], prompt: int, completion: int) -> int:
         if not prompt and not completion:
@@ -231,6 +244,7 @@ class PolicyService:
         `price`: what these tokens cost instead of the tier's (an answer served from the cache)."""
         tenant = admission.tenant
         self.local.release(tenant.name, admission.request_id)
+        self.renewals.release(admission.request_id)
         if not self.replica.first_settle(tenant.name, request_id):
             metrics.DUPLICATE_SETTLES.inc()
             return
@@ -314,6 +328,7 @@ class PolicyService:
         return {"object": "usage", **reports[0]}
 
     def close(self) -> None:
+        self.renewals.close()
         self.usage_log.close()
 
 

@@ -52,6 +52,7 @@ class PolicyStore:
         self.admitted_mark_ms = int((call_timeout_s + 10) * 1000)
         self._admit = redis.register_script((_LUA / "admit.lua").read_text())
         self._settle = redis.register_script((_LUA / "settle.lua").read_text())
+        self._renew = redis.register_script((_LUA / "renew.lua").read_text())
 
     async def admit(self, tenant: Tenant, member: str, charge_tokens: int, day: str, month: str,
                     reservation: Reservation | None = None) -> AdmitResult:
@@ -89,6 +90,11 @@ class PolicyStore:
                   record.completion_tokens, correction, own.tokens_per_minute or 0,
                   per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id])
         return int(reply[0]) == 1 or _text(reply[3]) == token, int(reply[1]), int(reply[2])
+
+    async def renew(self, tenant: str, reservation_ids: list[str], ttl_ms: int) -> int:
+        """Push the expiry of the tenant's reservations still held to `ttl_ms` from now; how many."""
+        return int(await self._renew(keys=[self.keys.reservations(tenant), self.keys.reserved_amounts(tenant)],
+                                     args=[ttl_ms, *reservation_ids]))
 
     async def spend(self, tenant: str, day: str, month: str) -> tuple[int, int]:
         values = await self.redis.mget([self.keys.spend_day(tenant, day), self.keys.spend_month(tenant, month)])

@@ -9,6 +9,7 @@ authenticated tenant; rate limits, budgets and accounting apply as for chat.
 from __future__ import annotations
 
 from wire.embeddings import EmbeddingsRequest, estimated_tokens
+from wire.prompt_bound import inputs_token_bound
 from wire.errors import OpenAIError, bad_request
 
 from policies.decision_types import Decision, RoutedBy, Step, StepKind
@@ -34,4 +35,4 @@ def plan_embeddings_route(config: Config, tenant, parsed: EmbeddingsRequest) -> 
     decision = Decision(tier.name, RoutedBy.EXPLICIT, (named,), baseline_tier=tier.name, priority=priority)
     return Route(requested_model=parsed.model, tier=tier, decision=decision, classification=None,
                  prompt_text="", affinity_keys=[], estimated_prompt_tokens=estimated_tokens(parsed.inputs),
-                 escalation_path=config.tiers_above(tier))
+                 prompt_bound=inputs_token_bound(parsed.inputs), escalation_path=config.tiers_above(tier))

@@ -89,9 +89,10 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
     async with gate(request.route.tier) if gate is not None else nullcontext():
         try:
             with span("admit"):
-                admission = await policy.admit(tenant, request.id, request.route.estimated_prompt_tokens,
+                admission = await policy.admit(tenant, request.id, request.route.prompt_bound,
                                                request.max_tokens_reserved, n=request.n,
                                                answers=request.answers_billed,
+                                               attempts=request.config.failover.max_attempts,
                                                tiers=[t.name for t in request.reach],
                                                client_request_id=ctx.client_request_id)
         except OpenAIError as refusal:

@@ -1,12 +1,14 @@
 """One batch line through the normal request path (routing, budgets, rate limits, cost), as
 the tenant that created the batch, at batch priority, and its line in the output or error file.
 
-The request id is the batch id and the line's index, so a line run again after a gateway died
-mid-answer settles under the same id, and the ledger books it once."""
+Each run of a line has its own request id, the batch id and the line's index and a fresh
+suffix (`run_id`): a line run again (a transient failure, a gateway that died mid-answer) is
+billed for what that run generated, never dropped as a duplicate of an earlier run's bill."""
 from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Awaitable, Protocol
 
@@ -16,6 +18,7 @@ from wire.errors import OpenAIError
 
 from ..core.context import RequestContext
 from ..core.request import Call
+from ..core.upstream import ANSWER_TIMEOUT
 from .jsonl import ENDPOINTS, BatchLine
 
 log = logging.getLogger(__name__)
@@ -58,9 +61,14 @@ def _retry_after(headers) -> float | None:
         return None
 
 
+def run_id(batch_id: str, index: int) -> str:
+    """The request id of one run of line `index`: derived from the line's, unique to the run."""
+    return f"{batch_id}-{index}.{os.urandom(4).hex()}"
+
+
 def result_line(batch_id: str, index: int, custom_id: str, status: int | None, body: dict | None,
-                error: dict | None = None) -> bytes:
-    response = None if status is None else {"status_code": status, "request_id": f"{batch_id}-{index}",
+                error: dict | None = None, request_id: str | None = None) -> bytes:
+    response = None if status is None else {"status_code": status, "request_id": request_id or f"{batch_id}-{index}",
                                             "body": body}
     line = {"id": f"batch_req_{batch_id.removeprefix('batch_')}_{index}", "custom_id": custom_id,
             "response": response, "error": error}
@@ -76,14 +84,14 @@ def _tokens(body: dict) -> tuple[int, int]:
 
 async def run_line(serve: Serve, tenant, batch_id: str, index: int, line: BatchLine, gate) -> LineResult:
     """The line's result; raises TryLater for a rate limit, a spent budget or no worker."""
-    ctx = RequestContext(f"{batch_id}-{index}")
+    ctx = RequestContext(run_id(batch_id, index))
     try:
         answer = await serve(Call(ctx, tenant, ENDPOINTS[line.url], line.body, priority=BATCH), gate)
         status, body = answer.status, json.loads(answer.body)
         if status in TRANSIENT:
             raise TryLater(_retry_after(answer.headers), f"upstream answered {status}")
     except OpenAIError as err:
-        if err.status in TRANSIENT:
+        if err.status in TRANSIENT and err.code != ANSWER_TIMEOUT:  # a long answer would time out again
             raise TryLater(_retry_after(err.headers), err.message) from None
         status, body = err.status, err.body()
     except TryLater:
@@ -93,5 +101,6 @@ async def run_line(serve: Serve, tenant, batch_id: str, index: int, line: BatchL
         status, body = 500, OpenAIError(500, f"internal error (request id {ctx.request_id})",
                                         code="internal_error").body()
     tokens_in, tokens_out = _tokens(body) if status == 200 else (0, 0)
-    return LineResult(result_line(batch_id, index, line.custom_id, status, body), status == 200,
+    return LineResult(result_line(batch_id, index, line.custom_id, status, body, request_id=ctx.request_id),
+                      status == 200,
                       tokens_in, tokens_out)

@@ -20,5 +20,5 @@ async def serve_hit(request: GatewayRequest, entry: Entry, delivery: Delivery) -
         answer = await replay(entry, delivery, request.include_usage, headers)
     except BaseException as exc:  # cancellation too: serve re-raises it after conclude
         error = exc
-    return Outcome(request.kind, request.stream, tier, 0, None, usage, cut=False, stream_error=False,
+    return Outcome(request.kind, request.stream, tier, 0, None, usage, request.id, cut=False, stream_error=False,
                    answer=answer, error=error, cache=HIT)

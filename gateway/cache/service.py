@@ -131,7 +131,7 @@ class ResponseCache:
 
     def _entry(self, request: GatewayRequest, outcome, recorder: Recorder | None) -> Entry | None:
         """The answer as an entry: only one the route's own tier served whole, first time, without error."""
-        if (outcome.error is not None or outcome.cut or outcome.stream_error or outcome.discarded
+        if (outcome.error is not None or outcome.cut or outcome.stream_error or outcome.other_attempts
                 or outcome.opened is None or outcome.served.name != request.route.tier.name
                 or outcome.opened.response.status != 200):
             return None

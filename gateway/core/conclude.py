@@ -74,8 +74,8 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
     else:
         _observe(ctx, tenant, outcome)
         accounted = record_request(request.config, tenant, route, outcome)
-    for dropped in outcome.discarded:
-        record_cost(tenant, dropped.tier, dropped.usage.prompt_tokens, dropped.usage.completion_tokens)
+    for other in outcome.other_attempts:
+        record_cost(tenant, other.tier, other.usage.prompt_tokens, other.usage.completion_tokens)
     if sinks.activity.enabled:
         sinks.activity.record(_served(request, outcome, accounted))
     if admitted.sample is not None:
@@ -87,13 +87,13 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
 async def _settle(policy: PolicyService, admission, request: GatewayRequest, outcome: Outcome) -> None:
     usage = outcome.usage
     try:
-        await policy.settle(admission, request.id, outcome.served.name, usage.prompt_tokens,
+        for other in outcome.other_attempts:  # first, while the reservation still holds their share
+            await policy.settle(_uncharged(admission), other.attempt_id, other.tier.name,
+                                other.usage.prompt_tokens, other.usage.completion_tokens,
+                                usage_source=other.usage.source)
+        await policy.settle(admission, outcome.attempt_id, outcome.served.name, usage.prompt_tokens,
                             usage.completion_tokens, usage_source=usage.source,
                             price=hit_price(request) if outcome.cache == "hit" else None)
-        for i, dropped in enumerate(outcome.discarded, start=1):  # served too: billed under ids of their own
-            await policy.settle(_uncharged(admission), f"{request.id}:reask-{i}", dropped.tier.name,
-                                dropped.usage.prompt_tokens, dropped.usage.completion_tokens,
-                                usage_source=dropped.usage.source)
         if isinstance(policy, TenantPolicies):  # a test's own policy has no spend to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left
@@ -108,8 +108,9 @@ def hit_price(request: GatewayRequest) -> TierPrice:
 
 
 def _uncharged(admission):
-    """The admission for a second bill of one request: its token reservation was settled already."""
-    return replace(admission, charged_tokens=0) if is_dataclass(admission) else admission
+    """The admission for another attempt's bill: it corrects no token charge and releases no
+    reservation (the answer's own settle, last, does both)."""
+    return replace(admission, charged_tokens=0, request_id="") if is_dataclass(admission) else admission
 
 
 def _count_tokens(tenant: str, tier, usage) -> None:
@@ -121,8 +122,8 @@ def _count_tokens(tenant: str, tier, usage) -> None:
 def _observe(ctx: RequestContext, tenant: str, outcome: Outcome) -> None:
     tier, usage = outcome.served, outcome.usage
     _count_tokens(tenant, tier, usage)
-    for dropped in outcome.discarded:
-        _count_tokens(tenant, dropped.tier, dropped.usage)
+    for other in outcome.other_attempts:
+        _count_tokens(tenant, other.tier, other.usage)
     now = time.perf_counter()
     METRICS.e2e.labels(tier.name, tier.model).observe(now - ctx.start)
     if usage.first_token_at:

@@ -31,7 +31,8 @@ class PolicyService(Protocol):
     def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
-                    n: int = 1, answers: int = 1, tiers=(), client_request_id: str | None = None) -> Any: ...
+                    n: int = 1, answers: int = 1, attempts: int = 1, tiers=(),
+                    client_request_id: str | None = None) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
@@ -63,8 +64,8 @@ class OpenPolicy:
             self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
         return decide_route(self._NO_RULES, request, self._ordered)
 
-    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, tiers=(),
-                    client_request_id=None):
+    async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, attempts=1,
+                    tiers=(), client_request_id=None):
         return None
 
     async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,
@@ -74,7 +75,8 @@ class OpenPolicy:
 
 def reservation_ttl_s(config: Config) -> float:
     """How long an admission's reservation outlives a gateway that crashed before settling it:
-    every upstream attempt waiting its connect and read timeouts in full, plus a minute."""
+    every upstream attempt waiting its connect and read timeouts in full, plus a minute. A live
+    request renews it every third of this (policies/renewal.py), however long it streams."""
     attempts, timeouts = config.failover.max_attempts, config.timeouts
     return attempts * (timeouts.connect_s + timeouts.read_s) + 60.0
 

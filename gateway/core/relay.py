@@ -32,17 +32,10 @@ from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
 from .transport import Post
 from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, Upstreams, open_upstream
-from .usage import Usage
+from .usage import AttemptBill, Usage
 from .worker_usage import count_unreported
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
-
-
-@dataclass(frozen=True)
-class Discarded:
-    """An answer a tier served that the client did not get (a later tier's replaced it)."""
-    tier: Tier
-    usage: Usage
 
 
 @dataclass(frozen=True)
@@ -54,12 +47,14 @@ class Outcome:
     attempts: int          # workers tried (> 1: failed over)
     opened: Opened | None  # the upstream attempt that answered, None when none did
     usage: Usage           # as reported, or counted by the gateway for a stream without a report
+    attempt_id: str        # the attempt `usage` is billed under (the answer's, else the last one sent)
     cut: bool              # a stream that ended before the upstream finished it (client gone, upstream cut)
     stream_error: bool     # a streamed answer carried or ended with an upstream error
     upstream_s: float = 0.0                   # waiting on workers: not the gateway's own overhead
     answer: web.StreamResponse | None = None  # what the client gets...
     error: BaseException | None = None        # ...or what it raised instead
-    discarded: tuple["Discarded", ...] = ()   # answers served but replaced (escalation on shape): billed too
+    # attempts billed besides `attempt_id`: answers a shape re-ask replaced, attempts given up on
+    other_attempts: tuple[AttemptBill, ...] = ()
     cache: str | None = None                  # hit, miss or bypass (gateway/cache/); None: the cache is not in use
 
     @property
@@ -103,7 +98,7 @@ async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Deliver
     tried = await open_upstream(upstreams, request.config, ask)
     attempts, opened, error = tried.attempts, tried.opened, tried.error
     usage, streamer, answer = Usage(), None, None
-    discarded: tuple[Discarded, ...] = ()
+    discarded: tuple[AttemptBill, ...] = ()
     try:
         opened = tried.answer()
         if not stream and request.kind == "chat":
@@ -121,14 +116,15 @@ async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Deliver
     if streamer is not None:
         usage = streamer.usage
     if not usage.reported:
-        usage = await _count_unreported(upstreams.post, request, opened, attempts, streamer, usage, error)
+        usage = await _count_unreported(upstreams.post, ask, opened, attempts, streamer, usage, error)
+    billed_as = opened.attempt_id if opened is not None else attempts.attempt_id or request.id
     return Outcome(request.kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count,
-                   opened, usage, cut=streamer is not None and not streamer.completed,
+                   opened, usage, billed_as, cut=streamer is not None and not streamer.completed,
                    stream_error=streamer is not None and streamer.cut, upstream_s=attempts.upstream_s,
-                   answer=answer, error=error, discarded=discarded)
+                   answer=answer, error=error, other_attempts=attempts.abandoned + discarded)
 
 
-async def _count_unreported(post: Post, request: GatewayRequest, opened: Opened | None,
+async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
                             attempts: Attempts, streamer: "StreamRelay | None", usage: Usage,
                             error: BaseException | None) -> Usage:
     """Usage for an answer that carried none, or for a whole answer cancelled while a worker
@@ -145,10 +141,10 @@ async def _count_unreported(post: Post, request: GatewayRequest, opened: Opened 
             relayed = _texts(opened.body)
             estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
             cut = False  # a whole answer read to its end: an upstream that reports no usage
-        counted = await count_unreported(post, request, opened.tier, opened.backend if cut else None,
+        counted = await count_unreported(post, ask, opened.attempt_id, opened.tier, opened.backend if cut else None,
                                          relayed, estimated)
     elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
-        counted = await count_unreported(post, request, attempts.tier, attempts.backend, [], 0)
+        counted = await count_unreported(post, ask, attempts.attempt_id, attempts.tier, attempts.backend, [], 0)
     else:
         return usage
     return replace(counted, first_token_at=usage.first_token_at)
@@ -173,7 +169,7 @@ def _texts(*payloads: bytes) -> list[str]:
 
 
 async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, opened: Opened, attempts: Attempts
-                              ) -> tuple[Opened, tuple["Discarded", ...], Attempts]:
+                              ) -> tuple[Opened, tuple[AttemptBill, ...], Attempts]:
     """A whole structured answer cut by max_tokens or failing its schema is asked once of the
     next tier up that the tenant may use and that can serve it; the first answer is billed and
     dropped, or kept if no worker up there answers."""
@@ -186,7 +182,8 @@ async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, op
     if higher is None:
         return opened, (), attempts
     _, first = relay_whole(opened)  # its usage, for the bill
-    again = await open_upstream(upstreams, config, replace(ask, route=replace(route, tier=higher)))
+    again = await open_upstream(upstreams, config, replace(ask, route=replace(route, tier=higher),
+                                                           first_attempt=attempts.count + 1))
     attempts = attempts.then(again.attempts)
     if isinstance(again.error, OpenAIError):
         return opened, (), attempts
@@ -194,7 +191,7 @@ async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, op
     METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
     opened.backend.on_done()
     opened.response.release()
-    return reopened, (Discarded(opened.tier, first),), attempts
+    return reopened, (AttemptBill(opened.attempt_id, opened.tier, first),), attempts
 
 
 MAX_REPORTED_TOKENS = 2**31 - 1  # above any context; a count past it is not believed

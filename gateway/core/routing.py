@@ -9,6 +9,7 @@ from policies.decision import Decision, RouteRequest, Signal
 from webwire.tracing import span, traced
 from wire.capabilities import Capabilities, needs_of
 from wire.errors import OpenAIError, bad_request
+from wire.prompt_bound import prompt_token_bound
 from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
@@ -46,7 +47,8 @@ class Route:
     classification: Classification | None
     prompt_text: str
     affinity_keys: list[str]
-    estimated_prompt_tokens: int
+    estimated_prompt_tokens: int  # a quarter of its characters: sizes the context a tier must hold
+    prompt_bound: int  # at most the tokens a worker renders for it (wire/prompt_bound.py): prices it
     # the tiers above `tier` this request may climb to (failover, shape re-ask), cheapest first: only
     # those its policy allows (allowed_tiers, max_tier) and that can serve it (capabilities)
     escalation_path: tuple[Tier, ...]
@@ -118,7 +120,7 @@ def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | Com
     _check_token_ids(router, config, tier, path, parsed)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
                  prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated,
-                 escalation_path=path)
+                 prompt_bound=prompt_token_bound(parsed), escalation_path=path)
 
 
 def _check_token_ids(router: Router, config: Config, tier: Tier, path: tuple[Tier, ...],

@@ -9,6 +9,12 @@ for it. Any other 5xx is retried once: if a second worker fails the same way, th
 at fault and neither worker is blamed (see `_Failover`). Non-streamed answers are
 read whole inside the attempt; streamed ones until their first bytes, so the client sees
 nothing from a failed attempt.
+
+Every attempt has its own id (`attempt_id`), sent as x-request-id: the worker counts it under it,
+and an attempt given up on after the worker had it is stopped there and billed its count
+(worker_usage.count_abandoned). A timeout while the worker was generating is the answer's
+length, not a fault: the request ends there (504 `answer_timeout`), no breaker counts it and no
+tier is climbed for it.
 """
 from __future__ import annotations
 
@@ -32,6 +38,8 @@ from .retry_budget import RetryBudget
 from .routing import Route
 from .trace_spans import upstream_attempt
 from .transport import Post, UpstreamResponse
+from .usage import AttemptBill, Usage
+from .worker_usage import count_abandoned
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 # An upstream 401/403 refuses the gateway's own key (clients' keys never go upstream): a worker
@@ -40,7 +48,16 @@ GATEWAY_CREDENTIALS_REFUSED = (401, 403)
 GATEWAY_FAILURES = (502, 503, 504)  # the worker or the way to it failed, whatever the request was
 MAX_ERROR_BODY = 64 * 1024
 MAX_RETRY_AFTER_S = 60  # a worker's Retry-After passed on to clients is capped here
+ANSWER_TIMEOUT = "answer_timeout"  # the code of the 504 for an answer longer than timeouts.read_s
+# failures before the worker had the request: nothing to count or bill there
+NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 PATHS = {"chat": "/v1/chat/completions", "completion": "/v1/completions", "embeddings": "/v1/embeddings"}
+
+
+def attempt_id(request_id: str, number: int) -> str:
+    """The id attempt `number` (from 1) of a request is sent and billed under: the request's own
+    for the first, `{id}.{number}` for each later one (failover, escalation, a shape re-ask)."""
+    return request_id if number == 1 else f"{request_id}.{number}"
 
 
 @dataclass
@@ -49,6 +66,7 @@ class Opened:
     backend: Backend
     response: UpstreamResponse
     body: bytes  # the whole body (non-streamed) or the first bytes (streamed)
+    attempt_id: str = ""  # what the worker knows this attempt by
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +77,14 @@ class Attempts:
     count: int = 0  # workers tried (> 1 when the answer came from a failover)
     upstream_s: float = 0.0  # time spent waiting on workers, left out of the gateway's overhead
     backend: Backend | None = None  # the last worker sent the request: asked for its count if the client left
+    attempt_id: str | None = None  # the id the last attempt was sent under
+    abandoned: tuple[AttemptBill, ...] = ()  # attempts given up on after their worker had them, and their counts
 
     def then(self, later: "Attempts") -> "Attempts":
-        """These attempts followed by `later`'s (a re-ask): counts and waits add up."""
+        """These attempts followed by `later`'s (a re-ask): counts, waits and bills add up."""
         return Attempts(later.tier, self.count + later.count, self.upstream_s + later.upstream_s,
-                        later.backend or self.backend)
+                        later.backend or self.backend, later.attempt_id or self.attempt_id,
+                        self.abandoned + later.abandoned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +111,7 @@ class Ask:
     body: dict        # the client's JSON
     stream: bool
     max_tokens: int   # asked for or the default (request.max_tokens_on caps it per tier); 0: embeddings
+    first_attempt: int = 1  # the number of its first attempt here (a re-ask continues the request's)
 
     def body_for(self, tier: Tier) -> bytes:
         out = dict(self.body)
@@ -158,11 +180,20 @@ class _Failover:
     def __init__(self, upstreams: Upstreams, config: Config, ask: Ask):
         self.upstreams, self.config, self.ask = upstreams, config, ask
         self.tier, self.count, self.upstream_s, self.backend = ask.route.tier, 0, 0.0, None
+        self.attempt_id: str | None = None
+        self.abandoned: list[AttemptBill] = []
 
     @property
     def attempts(self) -> Attempts:
         """How far it got, read on any exit."""
-        return Attempts(self.tier, self.count, self.upstream_s, self.backend)
+        return Attempts(self.tier, self.count, self.upstream_s, self.backend, self.attempt_id, tuple(self.abandoned))
+
+    async def _abandon(self, tier: Tier, backend: Backend, timed_out: bool) -> Usage | None:
+        """Stop the attempt at its worker and keep its bill; its count, if any."""
+        counted = await count_abandoned(self.upstreams.post, self.ask, self.attempt_id, tier, backend, timed_out)
+        if counted is not None and (counted.prompt_tokens or counted.completion_tokens):
+            self.abandoned.append(AttemptBill(self.attempt_id, tier, counted))
+        return counted
 
     async def run(self) -> Opened:
         upstreams, config, ask, route = self.upstreams, self.config, self.ask, self.ask.route
@@ -171,8 +202,7 @@ class _Failover:
         suspect: _Suspect | None = None
         busy: _UpstreamStatus | None = None  # the last worker of this tier that answered with a full queue
         payloads: dict[str, bytes] = {}
-        headers = {"Content-Type": "application/json", "x-request-id": ask.request_id,
-                   "x-tiergate-priority": route.decision.priority}
+        headers = {"Content-Type": "application/json", "x-tiergate-priority": route.decision.priority}
         while self.count < config.failover.max_attempts:
             pick, keys = await choose(upstreams, config, route, tier, tried)
             if pick is None:
@@ -191,6 +221,7 @@ class _Failover:
                 METRICS.retries.labels(tier.name).inc()
             backend = self.backend = pick.backend
             self.tier, self.count = tier, self.count + 1
+            self.attempt_id = attempt_id(ask.request_id, ask.first_attempt + self.count - 1)
             tried.add(backend.url)
             _record_affinity(tier, pick.affinity, bool(keys))
             if tier.name not in payloads:
@@ -199,7 +230,8 @@ class _Failover:
             try:
                 with upstream_attempt(tier, backend, self.count) as attempt:
                     opened = await _send(upstreams.post, tier, backend, ask.path, payloads[tier.name],
-                                         attempt.headers({**headers, **backend.auth_headers}), ask.stream)
+                                         attempt.headers({**headers, "x-request-id": self.attempt_id,
+                                                          **backend.auth_headers}), ask.stream)
                     attempt.answered(opened.response.status)
             except _UpstreamStatus as exc:
                 last_error = f"{backend.label}: {exc}"
@@ -207,6 +239,7 @@ class _Failover:
                     backend.probing = False
                     busy = exc
                     continue
+                await self._abandon(tier, backend, timed_out=False)  # a worker error after it may have begun
                 if not exc.suspect:
                     backend.on_failure(time.monotonic(), config.breaker)
                     continue
@@ -216,8 +249,13 @@ class _Failover:
                 suspect = suspect or _Suspect(backend, exc.status)
                 continue
             except RETRYABLE as exc:
-                backend.on_failure(time.monotonic(), config.breaker)
                 last_error = f"{backend.label}: {exc}"
+                timed_out = isinstance(exc, asyncio.TimeoutError)
+                counted = None if isinstance(exc, NOT_SENT) else await self._abandon(tier, backend, timed_out)
+                if timed_out and counted is not None and counted.source == "worker" and counted.completion_tokens:
+                    backend.on_success()  # it was answering: a long answer, not a fault
+                    raise _answer_timeout(config, backend, counted) from None
+                backend.on_failure(time.monotonic(), config.breaker)
                 continue
             finally:
                 self.upstream_s += time.perf_counter() - started
@@ -226,8 +264,16 @@ class _Failover:
             backend.on_success()
             if keys and opened.response.status == 200:
                 upstreams.affinity.remember(keys, backend.url, config.affinity.ttl_s, config.redis)
+            opened.attempt_id = self.attempt_id
             return opened
         raise _unanswered(config, route, tier, self.count, last_error, busy)
+
+
+def _answer_timeout(config: Config, backend: Backend, counted: Usage) -> OpenAIError:
+    """The answer was still being generated when timeouts.read_s passed: the request's own length."""
+    return OpenAIError(504, f"the answer took longer than the gateway's read timeout ({config.timeouts.read_s:g} s): "
+                            f"{backend.label} had generated {counted.completion_tokens} token(s), which are billed; "
+                            "ask for fewer tokens (max_tokens) or stream the answer", code=ANSWER_TIMEOUT)
 
 
 def _unanswered(config: Config, route: Route, tier: Tier, count: int, last_error: str,

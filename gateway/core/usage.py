@@ -4,6 +4,10 @@ more returns a new one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,3 +18,13 @@ class Usage:
     first_token_at: float = 0.0
     source: str = "estimate"  # worker (the worker's own count), tokenizer (the tier's) or estimate
 
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptBill:
+    """One attempt billed apart from the answer the client got: an answer a shape re-ask replaced,
+    or an attempt the gateway gave up on (a timeout, a worker error after it began). Settled under
+    its own attempt id (upstream.attempt_id), so a request's bill is the sum of its attempts."""
+    attempt_id: str
+    tier: Tier
+    usage: Usage

@@ -60,7 +60,7 @@ async def test_an_answer_replaced_on_shape_is_billed_too_under_its_own_id(build)
     assert answer.headers["x-tiergate-tier"] == "large"
     booked = await wait_for(lambda: len(r := records()) == 2 and r, timeout_s=5, what="both records")
     by_id = {r.request_id: (r.tier, r.completion_tokens) for r in booked}
-    assert by_id == {call.ctx.request_id: ("large", 3), f"{call.ctx.request_id}:reask-1": ("small", 2)}
+    assert by_id == {call.ctx.request_id: ("small", 2), f"{call.ctx.request_id}.2": ("large", 3)}
 
 
 async def test_a_client_gone_mid_answer_is_still_booked_and_its_upstream_closed(build):

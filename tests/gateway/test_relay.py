@@ -49,7 +49,7 @@ async def test_an_answer_without_usage_is_estimated_from_its_text(redis_prefix):
     services, _ = _services(redis_prefix, lambda sent: Reply(body=chat_answer("x" * 41, usage=False)))
     request, outcome = await _relay(services, model="small")
     usage = outcome.usage
-    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.estimated_prompt_tokens, 11)
+    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.prompt_bound, 11)
     assert usage.source == "estimate" and not usage.reported
 
 
@@ -71,7 +71,7 @@ async def test_a_negative_reported_usage_is_counted_instead_of_paying_the_tenant
     services, _ = _services(redis_prefix, lambda sent: Reply(body=answer))
     request, outcome = await _relay(services, model="small")
     usage = outcome.usage
-    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.estimated_prompt_tokens, 11)
+    assert (usage.prompt_tokens, usage.completion_tokens) == (request.route.prompt_bound, 11)
     assert not usage.reported and usage.source == "estimate"
 
 
@@ -100,10 +100,11 @@ async def test_a_misshapen_structured_answer_is_asked_again_above_and_the_first_
         return Reply(body=chat_answer(content, 5, 2 if sent.url.startswith(SMALL) else 3))
 
     services, transport = _services(redis_prefix, script)
-    _, outcome = await _relay(services, model="small", response_format=FORMAT)
+    request, outcome = await _relay(services, model="small", response_format=FORMAT)
     assert outcome.served.name == "large" and outcome.attempts == 2
-    [dropped] = outcome.discarded
+    [dropped] = outcome.other_attempts
     assert dropped.tier.name == "small" and dropped.usage.completion_tokens == 2
+    assert (dropped.attempt_id, outcome.attempt_id) == (request.id, f"{request.id}.2")  # a bill each
     assert outcome.usage.completion_tokens == 3
     assert transport.responses[0].released  # the dropped answer's connection went back
 

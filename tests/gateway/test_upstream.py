@@ -34,7 +34,7 @@ def _error(status: int, message: str, code: str | None = None, headers: dict | N
 class Workers:
     """Scripted workers by base URL, each doing what `does[url]` says: OK, REFUSED (the connection
     is refused), FULL (503 overloaded, Retry-After 1) or an HTTP status to fail with. `seen` and
-    `served` count the requests each got and answered."""
+    `served` count the requests each got and answered; none counts tokens (an abort is a 404)."""
 
     def __init__(self, does: dict[str, object]):
         self.does = does
@@ -42,8 +42,14 @@ class Workers:
         self.served: Counter[str] = Counter()
         self.transport = ScriptedTransport(self.answer)
 
+    @property
+    def generations(self) -> list[Sent]:
+        return [s for s in self.transport.sent if "/v1/internal/" not in s.url]
+
     def answer(self, sent: Sent) -> Reply:
         url = sent.url.split("/v1/")[0]
+        if "/v1/internal/" in sent.url:
+            return _error(404, "no such request here")
         self.seen[url] += 1
         does = self.does[url]
         if does == REFUSED:
@@ -105,7 +111,7 @@ async def test_escalates_to_next_tier_when_a_tier_cannot_answer(redis_prefix):
     escalations = METRICS.escalations.labels("small", "large")._value.get()
     tried = await _open(services, model="small")
     assert tried.opened.tier.name == "large" and tried.opened.tier.model == "model-large"
-    assert [s.json["model"] for s in workers.transport.sent] == ["model-small", "model-large"]
+    assert [s.json["model"] for s in workers.generations] == ["model-small", "model-large"]
     assert METRICS.escalations.labels("small", "large")._value.get() == escalations + 1
 
 
@@ -139,7 +145,7 @@ async def test_each_tier_gets_its_model_its_max_tokens_cap_and_a_usage_chunk(red
     tried = await _open(services, model="small", stream=True, stream_options={"include_usage": False},
                         max_completion_tokens=100, max_tokens=200)
     assert tried.opened.tier.name == "large" and tried.opened.body  # a stream's first bytes
-    asked = [s.json for s in workers.transport.sent]
+    asked = [s.json for s in workers.generations]
     assert [(b["model"], b["max_completion_tokens"], b["max_tokens"]) for b in asked] == [
         ("model-small", 30, 30), ("model-large", 100, 100)]
     assert all(b["stream_options"] == {"include_usage": True} for b in asked)
