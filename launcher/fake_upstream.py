@@ -44,6 +44,7 @@ class FakeUpstream:
         self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
         self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
         self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
+        self.count_prompt = None  # body -> prompt tokens (a real tokenizer's count); None: a quarter of its JSON
         self.count_choices = False  # usage counts every one of the `n` choices (as OpenAI bills), not one
 
     def app(self) -> web.Application:
@@ -122,7 +123,7 @@ class FakeUpstream:
                                                 "param": "model", "code": "model_not_found"}}, status=404)
         self.served += 1
         text = json.dumps(body.get("messages") or body.get("prompt"))
-        prompt_tokens = len(text) // 4 + 1
+        prompt_tokens = self.count_prompt(body) if self.count_prompt is not None else len(text) // 4 + 1
         n = min(self.chunks, body.get("max_tokens") or self.chunks)
         billed = n * (body.get("n") or 1) if self.count_choices else n
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": billed, "total_tokens": prompt_tokens + billed}

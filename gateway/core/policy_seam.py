@@ -81,14 +81,16 @@ def reservation_ttl_s(config: Config) -> float:
     return attempts * (timeouts.connect_s + timeouts.read_s) + 60.0
 
 
-def build_policy_service(config: Config, redis) -> PolicyService:
+def build_policy_service(config: Config, redis, reservation_ttl: float | None = None) -> PolicyService:
     """The policy service for this config: OpenPolicy without tenants or an admin key. Policies get their own
-    typed section, the tiers and the Redis settings; never the gateway's whole Config."""
+    typed section, the tiers and the Redis settings; never the gateway's whole Config.
+    `reservation_ttl` replaces `reservation_ttl_s(config)` (tests and benchmarks of renewal)."""
     if not config.policies.keyed:
         publish_policy(config)
         return OpenPolicy()
     access = RedisAccess(key_prefix=config.redis.key_prefix, timeout_s=config.redis.socket_timeout_s,
-                         retry_after_s=config.redis.retry_after_s, reservation_ttl_s=reservation_ttl_s(config))
+                         retry_after_s=config.redis.retry_after_s,
+                         reservation_ttl_s=reservation_ttl or reservation_ttl_s(config))
     service = build_service(config.policies, redis, config.tiers, access=access,
                             embedding_tiers=config.embedding_tiers)
     publish_policy(config)  # budgets as gauges, known cost series at 0
