@@ -38,12 +38,14 @@ __all__ = ["AUTO", "Config", "ConfigError", "Price", "Tier", "WorkerSpec", "load
 class Timeouts:
     connect_s: float = setting(2.0, "Longest wait to connect to an upstream.", above=0)
     read_s: float = setting(120.0, "Longest silence from an upstream: the whole answer, or the gap between "
-                                   "stream chunks.", above=0)
+                                   "stream chunks. A whole answer still being generated then is stopped and "
+                                   "billed (504 answer_timeout), not retried.", above=0)
 
 
 @dataclass(frozen=True)
 class Failover:
-    max_attempts: int = setting(3, "Upstream attempts per request, across workers and tiers.", minimum=1)
+    max_attempts: int = setting(3, "Upstream attempts per request, across workers and tiers; each may be "
+                                   "billed, so a hard budget reserves them all.", minimum=1)
     escalate: bool = setting(True, "After the tier's workers fail, try the next tier up that the request's "
                                    "tenant may use and that can serve it (never one outside its policy).")
     retry_budget_percent: float = setting(20.0, "Retries over the last 10 s may be at most this share of the "
