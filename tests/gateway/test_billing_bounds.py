@@ -1,6 +1,6 @@
 """Admission reserves what the worker will render and reservations live as long as the work
 (issue 55, findings 1 and 4): a gateway with tenants in front of fake upstreams that report the
-prompt count a real SmolLM2 worker gives (benchmarks/heavy_prompts.py), on the shared Redis.
+prompt count a real SmolLM2 worker gives (launcher/heavy_prompts.py), on the shared Redis.
 Each test says what it guards and fails on 45d8644."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from benchmarks.heavy_prompts import PROMPTS, body, worker_prompt_tokens
+from launcher.heavy_prompts import PROMPTS, body, worker_prompt_tokens
 from gateway.core.policy_seam import build_policy_service
 from policies.keys import hash_key
 from policies.usage_log import read_records
