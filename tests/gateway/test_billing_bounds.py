@@ -127,5 +127,5 @@ async def test_a_stream_held_past_its_reservations_lifetime_admits_nothing_more(
         assert await _post(http, gw, payload) == 429
         await streaming.read()
     await wait_for(lambda: _records(tmp_path / "usage"), timeout_s=10, what="the stream's record")
-    assert len(gw.state.policy.renewals) == 0  # settled: no longer renewed
+    assert len(gw.state.services.sinks.policy.renewals) == 0  # settled: no longer renewed
     assert await _post(http, gw, {**payload, "max_tokens": 1}) == 200
