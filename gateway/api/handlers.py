@@ -104,11 +104,11 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
         else:
             sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
             outcome, recorder = await _generate(services, request, plan, delivery, sample)
+            if plan is not None and plan.write:  # before conclude: a client gone cancels what follows its settle
+                kept = services.cache.keep(request, plan, outcome, recorder)
+                if kept not in (None, "stored"):
+                    metrics.METRICS.cache.labels(tenant.name, request.route.tier.name, kept).inc()
         await conclude(outcome, Admitted(request, admission, sample), services.sinks)
-        if entry is None and plan is not None and plan.write:
-            kept = services.cache.keep(request, plan, outcome, recorder)
-            if kept not in (None, "stored"):
-                metrics.METRICS.cache.labels(tenant.name, request.route.tier.name, kept).inc()
     return outcome.deliver(ctx)
 
 

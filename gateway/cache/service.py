@@ -130,8 +130,9 @@ class ResponseCache:
         return "stored"
 
     def _entry(self, request: GatewayRequest, outcome, recorder: Recorder | None) -> Entry | None:
-        """The answer as an entry: only one the route's own tier served whole, first time, without error."""
-        if (outcome.error is not None or outcome.cut or outcome.stream_error or outcome.other_attempts
+        """The answer as an entry: only one the route's own tier served whole, first time, without error
+        (a stream its worker finished is whole even if the client left as its last bytes went)."""
+        if ((outcome.error is not None and not (outcome.stream and not outcome.cut)) or outcome.cut or outcome.stream_error or outcome.other_attempts
                 or outcome.opened is None or outcome.served.name != request.route.tier.name
                 or outcome.opened.response.status != 200):
             return None

@@ -275,8 +275,8 @@ class StreamRelay:
         if not done:
             await self._end_with_error(client, "upstream ended the stream without [DONE]")
             return client
+        self.completed = True  # the upstream finished it: a client that leaves during the last bytes cut nothing
         await client.write_eof()
-        self.completed = True
         return client
 
     async def _forward(self, client: web.StreamResponse, buffer: bytearray) -> bool:
