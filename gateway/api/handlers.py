@@ -69,8 +69,8 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
 
 
 async def serve(services: Services, call: Call, delivery: Delivery = Delivery(), gate=None) -> web.StreamResponse:
-    """parse -> route -> admit -> answer (from the cache, or relay) -> conclude(outcome), for an
-    authenticated tenant; then a fresh answer may be kept in the cache.
+    """parse -> route -> admit -> answer (from the cache, or relay; a fresh answer may be kept) ->
+    conclude(outcome), for an authenticated tenant.
 
     Without `delivery.to` (a batch line) only whole answers are possible. `gate(tier)` is held
     from admission to the end (batch lines: wait for spare capacity on the routed tier). A
@@ -112,12 +112,22 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
     return outcome.deliver(ctx)
 
 
+def _both(first, second):
+    """One tap for the stream's payloads that feeds both (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def tap(payload: bytes) -> None:
+        first(payload)
+        second(payload)
+    return tap
+
+
 async def _generate(services: Services, request: GatewayRequest, plan, delivery: Delivery, sample):
     """Relay the request to a worker; a stream the cache may keep is recorded as it passes."""
     status = None if plan is None else (MISS if plan.read else BYPASS)
     recorder = Recorder(services.cache.settings.max_entry_bytes) if plan and plan.write and request.stream else None
-    taps = [t for t in (sample.tap if sample is not None else None, recorder) if t is not None]
-    tap = taps[0] if len(taps) == 1 else (lambda payload: [t(payload) for t in taps]) if taps else None
+    tap = _both(sample.tap if sample is not None else None, recorder)
     headers = ((CACHE, status),) if status is not None else ()
     outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap, headers))
     return replace(outcome, cache=status), recorder

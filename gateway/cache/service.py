@@ -132,8 +132,8 @@ class ResponseCache:
     def _entry(self, request: GatewayRequest, outcome, recorder: Recorder | None) -> Entry | None:
         """The answer as an entry: only one the route's own tier served whole, first time, without error
         (a stream its worker finished is whole even if the client left as its last bytes went)."""
-        if ((outcome.error is not None and not (outcome.stream and not outcome.cut)) or outcome.cut or outcome.stream_error or outcome.other_attempts
-                or outcome.opened is None or outcome.served.name != request.route.tier.name
+        finished = outcome.error is None or (outcome.stream and not outcome.cut)
+        if (not finished or outcome.cut or outcome.stream_error or outcome.other_attempts or outcome.opened is None or outcome.served.name != request.route.tier.name
                 or outcome.opened.response.status != 200):
             return None
         if outcome.stream:
