@@ -7,16 +7,20 @@ a private Redis where the part needs one) and prints one JSON object as its last
   what reserving at admission adds to admit's p50;
 - climbs (tenancy_climbs.py): requests served by a tier outside the tenant's allowed tiers;
 - bomb (tenancy_bomb.py): peak RSS growth of a gateway process for a gzip bomb, with and
-  without a key, against its body limit.
+  without a key, against its body limit;
+- billing (tenancy_billing.py): hard-budget overshoot under tool-call, tool-definition and emoji
+  prompts (in reservations), free tokens (generated minus billed) across answers that time out
+  while generating, cut streams, cancelled answers and batch lines run again, and the requests a
+  tenant at its hard budget gets admitted while holding a stream past its reservation's lifetime.
 """
 from __future__ import annotations
 
 import json
 import time
 
-from benchmarks import tenancy_bomb, tenancy_climbs, tenancy_money
+from benchmarks import tenancy_billing, tenancy_bomb, tenancy_climbs, tenancy_money
 
-PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb}
+PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb, "billing": tenancy_billing}
 
 
 def main() -> None:

@@ -21,6 +21,8 @@ import yaml
 from launcher.fake_upstream import start_fake
 from launcher.processes import free_port, start_persistent_redis, stop_processes
 from policies.keys import hash_key
+from wire.prompt_bound import prompt_token_bound
+from wire.requests import parse_chat
 
 CONCURRENCY, N, MAX_TOKENS, DAILY_HARD_USD = 200, 4, 64, 0.01
 PRICE = {"input": 1.0, "output": 2.0}
@@ -84,8 +86,10 @@ async def _measure(work: Path) -> dict:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             statuses = await asyncio.gather(*(_post(http, url, "sk-capped") for _ in range(CONCURRENCY)))
             spend, _ = await _usage(http, url, "sk-capped")
-            estimate = len(f"user: {CONTENT}") // 4 + 1
-            reservation = estimate * PRICE["input"] + N * MAX_TOKENS * PRICE["output"]
+            # what admission reserves: the prompt's bound, for every attempt (failover.max_attempts: 3)
+            estimate = prompt_token_bound(parse_chat({"model": "small", "messages": [
+                {"role": "user", "content": CONTENT}]}))
+            reservation = 3 * (estimate * PRICE["input"] + N * MAX_TOKENS * PRICE["output"])
             overshoot = max(0.0, spend - DAILY_HARD_USD * 1e6) / reservation
 
             replayed = [await _post(http, url, "sk-replay", **{"x-request-id": "same-id"}) for _ in range(REPLAYS)]

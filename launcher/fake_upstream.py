@@ -19,6 +19,8 @@ from aiohttp import web
 
 from webwire.internal_key import key_from_env
 
+from .fake_tallies import Tallies
+
 _DONE = b"data: [DONE]\n\n"
 
 
@@ -46,6 +48,7 @@ class FakeUpstream:
         self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
         self.count_prompt = None  # body -> prompt tokens (a real tokenizer's count); None: a quarter of its JSON
         self.count_choices = False  # usage counts every one of the `n` choices (as OpenAI bills), not one
+        self.tallies: Tallies | None = None  # set: counts each generation by x-request-id, answers abort, paces
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -54,7 +57,13 @@ class FakeUpstream:
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
+        app.router.add_post("/v1/internal/requests/{id}/abort", self._abort)
         return app
+
+    async def _abort(self, request):
+        if self.tallies is None:  # like a foreign upstream: no such endpoint
+            raise web.HTTPNotFound()
+        return await self.tallies.abort(request)
 
     async def _health(self, request):
         self.health_headers.append({k.lower(): v for k, v in request.headers.items()})
@@ -128,8 +137,27 @@ class FakeUpstream:
         billed = n * (body.get("n") or 1) if self.count_choices else n
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": billed, "total_tokens": prompt_tokens + billed}
         base = {"id": f"cmpl-{self.name}-{self.served}", "created": int(time.time()), "model": body.get("model")}
+        if self.tallies is not None:
+            return await self._counted(request, body, chat, base, n, usage)
         if body.get("stream"):
             return await self._stream(request, body, chat, base, n, usage)
+        return self._whole(body, chat, base, n, usage, text)
+
+    async def _counted(self, request, body, chat, base, n, usage):
+        """A generation counted in `tallies`, one token per chunk delay (whole answers too)."""
+        request_id = request.headers.get("x-request-id")
+        tally = self.tallies.open(request_id, usage["prompt_tokens"])
+        try:
+            if body.get("stream"):
+                return await self._stream(request, body, chat, base, n, usage, tally)
+            for _ in range(n):
+                await asyncio.sleep(self.chunk_delay_s)
+                tally.completion_tokens += 1
+            return self._whole(body, chat, base, n, usage, json.dumps(body.get("messages") or body.get("prompt")))
+        finally:
+            self.tallies.close(request_id, tally)
+
+    def _whole(self, body, chat, base, n, usage, text):
         words = " ".join(f"w{i}" for i in range(n))
         reply = next((said for key, said in self.replies.items() if key in text), self.reply)
         if chat:
@@ -144,7 +172,7 @@ class FakeUpstream:
             del obj["usage"]
         return web.json_response(obj, headers={"x-fake-upstream": self.name})
 
-    async def _stream(self, request, body, chat, base, n, usage):
+    async def _stream(self, request, body, chat, base, n, usage, tally=None):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-fake-upstream": self.name})
         await response.prepare(request)
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -156,6 +184,8 @@ class FakeUpstream:
             choice = {"index": 0, "delta": delta, "finish_reason": None} if chat else \
                 {"index": 0, "text": f"w{i} ", "finish_reason": None}
             await response.write(_event({**base, "object": kind, "choices": [choice]}))
+            if tally is not None:
+                tally.completion_tokens += 1
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
         if (body.get("stream_options") or {}).get("include_usage") and self.reports_usage:
