@@ -44,13 +44,14 @@ def _services(prefix: str):
     from gateway.core.classify import ClassifierSlot, PromptLengthClassifier
     from gateway.core.policy_seam import OpenPolicy
     from gateway.core.services import assemble
+    from gateway.core.transport import http_transport
     from launcher.processes import SHARED_REDIS
 
     doc = {"tiers": [{"name": "small", "level": 1, "model": "m", "workers": [{"url": "http://unused.test"}],
                       "price_per_mtok": {"input": PRICE[0], "output": PRICE[1]}}],
            "redis": {"url": SHARED_REDIS, "key_prefix": prefix}, "cache": {"enabled": True}}
-    return assemble(parse_config(doc), ClassifierSlot(PromptLengthClassifier()), None, None, OpenPolicy(),
-                    aioredis.from_url(SHARED_REDIS))
+    return assemble(parse_config(doc), ClassifierSlot(PromptLengthClassifier()), None,
+                    http_transport(None, 1.0, 1.0), OpenPolicy(), aioredis.from_url(SHARED_REDIS))  # no worker is called
 
 
 async def _trace(services, rate: float, requests: int, seed: int) -> dict:
@@ -85,7 +86,7 @@ async def _trace(services, rate: float, requests: int, seed: int) -> dict:
         answer = _answer(("x" * 1000) + question[:20])  # the worker's answer, not the cache's time
         tier = request.route.tier
         outcome = Outcome("chat", False, tier, 1, SimpleNamespace(response=SimpleNamespace(status=200), body=answer),
-                          Usage(PROMPT_TOKENS, COMPLETION_TOKENS, True), cut=False, stream_error=False)
+                          Usage(PROMPT_TOKENS, COMPLETION_TOKENS, True), request.id, cut=False, stream_error=False)
         kept_from = time.perf_counter()
         cache.keep(request, plan, outcome, None)
         miss_ms.append((looked - started + time.perf_counter() - kept_from) * 1000)

@@ -46,6 +46,7 @@ class FakeUpstream:
         self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
         self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
         self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
+        self.identity: dict | None = None  # the model identity its card states (our workers: name, weights digest)
         self.count_prompt = None  # body -> prompt tokens (a real tokenizer's count); None: a quarter of its JSON
         self.count_choices = False  # usage counts every one of the `n` choices (as OpenAI bills), not one
         self.tallies: Tallies | None = None  # set: counts each generation by x-request-id, answers abort, paces
@@ -74,6 +75,8 @@ class FakeUpstream:
         card = {"id": self.name, "object": "model"}
         if self.capabilities is not None:
             card["capabilities"] = self.capabilities
+        if self.identity is not None:
+            card["identity"] = self.identity
         return web.json_response({"object": "list", "data": [card]})
 
     def _failing(self) -> web.Response:
