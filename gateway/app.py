@@ -7,7 +7,7 @@ from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
 
 from wire.errors import OpenAIError
 
-from .admin import registry_routes
+from .admin import alert_routes, registry_routes
 from .dropin import routes as dropin
 from .api import explain, handlers
 from .core.body import READ_PIECE
@@ -82,6 +82,7 @@ def build_app(state: GatewayState) -> web.Application:
     quality_api.add_routes(app)  # /v1/quality, /admin/classifier/reload
     console.add_routes(app)  # /console and its JSON
     registry_routes.add_routes(app)  # /admin/tenants, /admin/keys, /admin/audit
+    alert_routes.add_routes(app)  # /admin/alerts
     cache_admin.add_routes(app)  # /admin/cache: clear and read the response cache
 
     # batch lines go through the one request path, with the services current when each line runs

@@ -52,7 +52,7 @@ class GatewayState:
         self.redis = None
         self.session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task] = []
-        self._followed = None  # the registry copy this process follows
+        self._started: list = []  # the policy's process-wide parts whose tasks run (registry, alerts)
         self._config_mtime = self._mtime()
         # the quality monitor reads the config as it is built, and the services hold the monitor
         self.services = assemble(config, self.classifiers, None, self._transport(config))
@@ -103,7 +103,7 @@ class GatewayState:
                       AffinityIndex(self.redis) if with_redis else None,
                       ActivityLog(self.redis, config.redis.key_prefix, config.console) if with_redis else None,
                       CacheStore(self.redis) if with_redis else None)
-        await self._follow_registry()
+        await self._start_policy_tasks()
         await self.quality.start(self.redis)  # loads the scoring model before any traffic or health check
         # cards before serving: a request with `tools` must not meet capabilities not yet read
         # (health itself stays optimistic until the loop's first check, as before)
@@ -120,18 +120,21 @@ class GatewayState:
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 pass
 
-    async def _follow_registry(self) -> None:
-        """The API-managed tenants and keys: read whole before serving, then followed (once per
-        process: a reload's policy shares the same copy)."""
-        registry = getattr(self.services.sinks.policy, "registry", None)
-        if registry is None or registry is self._followed:
-            return
-        self._followed = registry
-        try:
-            await registry.load()
-        except Exception as exc:  # Redis away at start: the config's keys serve; the follower catches up
-            log.warning("API-managed tenants and keys not read at start: %s: %s", type(exc).__name__, exc)
-        self._tasks.append(asyncio.create_task(registry.follow()))
+    async def _start_policy_tasks(self) -> None:
+        """The API-managed tenants and keys (read whole before serving, then followed) and the
+        budget alerts' delivery: once per process each (a reload's policy shares the same ones)."""
+        policy = self.services.sinks.policy
+        registry, alerts = getattr(policy, "registry", None), getattr(policy, "alerts", None)
+        if registry is not None and registry not in self._started:
+            self._started.append(registry)
+            try:
+                await registry.load()
+            except Exception as exc:  # Redis away at start: the config's keys serve; the follower catches up
+                log.warning("API-managed tenants and keys not read at start: %s: %s", type(exc).__name__, exc)
+            self._tasks.append(asyncio.create_task(registry.follow()))
+        if alerts is not None and alerts not in self._started:
+            self._started.append(alerts)
+            self._tasks.append(asyncio.create_task(alerts.deliver_forever()))
 
     async def stop(self) -> None:
         await finish_within("the quality monitor", self.quality.stop())
@@ -172,8 +175,7 @@ class GatewayState:
             return False
         warn_if_changed(self.services.config.tracing, new.tracing)
         self._publish(new, Pools(new, self.services.upstreams.pools), policy)
-        if getattr(policy, "registry", None) is not self._followed:  # a new Redis prefix: follow its copy
-            self._tasks.append(asyncio.create_task(self._follow_registry()))
+        self._tasks.append(asyncio.create_task(self._start_policy_tasks()))  # new ones only (a new prefix)
         self.quality.configure(new.quality)
         self.services.sinks.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()

@@ -5,8 +5,10 @@ package never sees the gateway's config. Defaults are the dataclass defaults bel
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from policies.costs import usd_to_micro
 from typedconfig import MISSING, Fields, parse_section, setting
@@ -184,6 +186,62 @@ class UsageLogSettings:
     fsync_interval_s: float = setting(1.0, "Period of fsync for fsync: interval.", minimum=0.0)
 
 
+def _percentages(f: Fields, key: str) -> tuple[int, ...]:
+    values = f.get(key, [50, 80, 100])
+    if not isinstance(values, list) or len(values) > 10 or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1000 for v in values):
+        f.fail(key, "must list at most 10 whole percentages from 1 to 1000")
+    return tuple(sorted(set(values)))
+
+
+def _webhook_url(f: Fields, key: str) -> str | None:
+    url = f.string(key, None)
+    if url is not None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            f.fail(key, f"must be an http(s) URL without credentials, got {url!r}")
+    return url
+
+
+def _secret_env(f: Fields, key: str) -> str | None:
+    env = f.string(key, None)
+    if env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
+        f.fail(key, "must be an environment variable name (letters, digits, _)")
+    return env
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    thresholds_percent: tuple[int, ...] = setting((50, 80, 100), "Shares of each budget (its hard amount, or its "
+                                                                 "soft one when it has no hard) whose crossing "
+                                                                 "alerts once per period.",
+                                                  parse=_percentages, shown_as="list of int")
+    webhook_url: str | None = setting(None, "Where each alert is POSTed (JSON, HMAC-signed); unset: alerts are "
+                                            "counted in tiergate_budget_alerts_total and listed at /admin/alerts "
+                                            "only.", parse=_webhook_url)
+    secret_env: str | None = setting(None, "Environment variable holding the HMAC-SHA256 key that signs each "
+                                           "webhook body (X-Tiergate-Signature); required with webhook_url.",
+                                     parse=_secret_env)
+    timeout_s: float = setting(5.0, "Longest wait for the receiver's answer to one delivery.", above=0,
+                               maximum=60.0)
+    max_attempts: int = setting(8, "Deliveries tried per alert (backoff 1 s, 2 s, 4 s ... up to 5 min) before "
+                                   "it is marked failed.", minimum=1, maximum=50)
+    secret: str | None = setting(None, internal=True, repr=False)  # read from secret_env at load
+
+
+def _alerts(f: Fields, key: str) -> AlertSettings:
+    section = f.child(key)
+    settings = parse_section(AlertSettings, section)
+    if settings.webhook_url and not settings.secret_env:
+        section.fail("secret_env", "is required with webhook_url: every delivery is signed")
+    if settings.secret_env:
+        secret = os.environ.get(settings.secret_env, "")
+        if not secret:
+            section.fail("secret_env", f"environment variable {settings.secret_env} is not set or empty")
+        settings = replace(settings, secret=secret)
+    return settings
+
+
 @dataclass(frozen=True)
 class PoliciesConfig:
     tenants: dict[str, Tenant] = setting(factory=dict, internal=True)  # from the top-level `tenants:`
@@ -208,6 +266,8 @@ class PoliciesConfig:
                                      minimum=60)
     usage_log: UsageLogSettings = setting(UsageLogSettings(), "The append-only usage log, the ledger's source "
                                                               "of truth for rebuild-ledger.")
+    alerts: AlertSettings = setting(AlertSettings(), "Budget alerts: each threshold of each tenant budget "
+                                                     "alerts once per period, across replicas.", parse=_alerts)
     source: str = setting("<config>", internal=True)
     defaults_raw: dict = setting(factory=dict, internal=True)  # `defaults` as written: API tenants merge over it
 

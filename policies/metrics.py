@@ -15,3 +15,11 @@ REGISTRY_SYNC = Counter(
     "How this replica brought its copy of the API-managed tenants and keys up to date: change (a "
     "change read from the feed), reload (everything read again: the feed no longer reached back), "
     "lost (the subscription broke; polling covers until it is back)", ["how"])
+BUDGET_ALERTS = Counter(
+    "tiergate_budget_alerts_total",
+    "Budget thresholds crossed: one per tenant, budget, period and threshold, counted by the replica that "
+    "created the alert", ["tenant", "budget", "threshold_percent"])
+ALERT_DELIVERIES = Counter(
+    "tiergate_budget_alert_deliveries_total",
+    "Webhook deliveries of budget alerts by outcome: delivered, retry (the receiver failed; tried again "
+    "later) or failed (out of attempts)", ["outcome"])

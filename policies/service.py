@@ -19,6 +19,7 @@ from policies import metrics
 from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
 from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
+from policies.alerts.deliverer import BudgetAlerts, budget_alerts
 from policies.keys import KeyRing
 from policies.registry.admin import RegistryAdmin
 from policies.registry.cache import RegistryCache, registry_cache
@@ -71,6 +72,7 @@ def _seconds_until(now: datetime, what: str) -> int:
 class PolicyService:
     def __init__(self, config: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,
                  replica: ReplicaState | None = None, registry: RegistryCache | None = None,
+                 alerts: BudgetAlerts | None = None,
                  clock: Callable[[], datetime] | None = None, priced_only: Sequence[Any] = ()):
         self.config = config
         # Tiers that settle bills but that decide() never routes to (embeddings: chosen by name).
@@ -86,6 +88,7 @@ class PolicyService:
         tier_names = [t["name"] if isinstance(t, dict) else t.name for t in self._ordered]
         # the API-managed tenants and keys (None: the config's alone, as in tests built without Redis)
         self.registry = registry
+        self.alerts = alerts  # budget alerts (None: none, as in tests built without them)
         self.keyring = KeyRing(config, tier_names, registry)
         self.admin = RegistryAdmin(registry, config, tier_names, lambda: self.replica.audit_log) \
             if registry is not None else None
@@ -283,8 +286,20 @@ class PolicyService:
             return
         if served:
             self.usage_log.append(record)
+            await self._alert(tenant, {"daily": (day, day_spend), "monthly": (month, month_spend)})
         if self.replica.pending:
             await self.replay_pending()
+
+    async def _alert(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> None:
+        """Budget thresholds this settle's spend reached alert once (policies/alerts/); never fails the settle."""
+        budgets = tenant.policy.budgets
+        if self.alerts is None or (budgets.daily_soft is None and budgets.daily_hard is None
+                                   and budgets.monthly_soft is None and budgets.monthly_hard is None):
+            return
+        try:
+            await self.call_redis("alert", lambda: self.alerts.check(tenant, periods))
+        except RedisUnavailable:
+            pass  # the next settle that reaches it asks again
 
     async def replay_pending(self, limit: int = 1000) -> int:
         """Book settles that happened while Redis was away. Safe to repeat: the settle script's
@@ -341,4 +356,5 @@ def build_service(policies: PoliciesConfig, redis: Any, tiers: Sequence[Any], *,
         raise ConfigError.at(policies.source, "tenants", "need Redis (set redis.url or use the launcher)")
     return PolicyService(policies, redis, sorted(tiers, key=lambda t: t.level), access=access,
                          replica=replica_state(policies.usage_log), priced_only=embedding_tiers,
-                         registry=registry_cache(redis, access.key_prefix, policies.key_sync_interval_s))
+                         registry=registry_cache(redis, access.key_prefix, policies.key_sync_interval_s),
+                         alerts=budget_alerts(redis, access.key_prefix, policies.alerts))

@@ -15,8 +15,8 @@ from ..core.services import SERVICES
 READ, WRITE = "read", "write"
 
 
-def admin_of(request: web.Request, scope: str) -> tuple[Any, str]:
-    """(the policy's registry admin, the admin key's id) or the refusal."""
+def admin_policy(request: web.Request, scope: str) -> tuple[Any, str]:
+    """(the request's policy, the admin key's id) for an admin key of `scope`, or the refusal."""
     policy = request[SERVICES].sinks.policy
     who = policy.authenticate(credentials(request))
     if not getattr(who, "is_admin", False):
@@ -24,7 +24,13 @@ def admin_of(request: web.Request, scope: str) -> tuple[Any, str]:
     if scope == WRITE and who.admin_scope != WRITE:
         raise OpenAIError(403, f"admin key {who.key_id!r} may read but not change (its scope is "
                                f"{who.admin_scope!r})", code="admin_scope_insufficient", type="permission_error")
+    return policy, who.key_id
+
+
+def admin_of(request: web.Request, scope: str) -> tuple[Any, str]:
+    """(the policy's registry admin, the admin key's id) or the refusal."""
+    policy, who = admin_policy(request, scope)
     admin = getattr(policy, "admin", None)
     if admin is None:
         raise OpenAIError(404, "tenants and keys are managed through /admin/ only with Redis", code="registry_off")
-    return admin, who.key_id
+    return admin, who

@@ -45,6 +45,15 @@ SCHEMAS = {
         **_KEY_FIELDS}},
     "AdminKeyRequest": {"type": "object", "required": ["tenant"], "additionalProperties": False,
                         "properties": {"tenant": {"type": "string"}, **_KEY_FIELDS}},
+    "AdminAlert": {"type": "object", "required": ["id", "tenant", "budget", "period", "percent", "status"],
+                   "properties": {"id": {"type": "string", "description": "Also the webhook's Idempotency-Key"},
+                                  "tenant": {"type": "string"}, "budget": {"enum": ["daily", "monthly"]},
+                                  "period": {"type": "string"}, "percent": {"type": "integer"},
+                                  "amount_micro": {"type": "integer"}, "spend_micro": {"type": "integer"},
+                                  "created_at": {"type": "number"},
+                                  "status": {"enum": ["pending", "retrying", "delivered", "failed", "not_sent"]},
+                                  "attempts": {"type": "integer"}, "last_error": {"type": ["string", "null"]},
+                                  "delivered_at": {"type": ["number", "null"]}}},
     "AdminAuditEntry": {"type": "object", "required": ["id", "ts", "who", "action", "kind", "target"],
                         "properties": {"id": {"type": "string"}, "ts": {"type": "number"},
                                        "who": {"type": "string", "description": "The admin key's id"},
@@ -112,6 +121,10 @@ def paths(errors: dict, json) -> dict:
         "/admin/keys/{key_id}/rotate": {"post": rotate},
         "/admin/keys/{key_id}/revoke": {"post": op("Revoke a key: every replica refuses it within its "
                                                    "propagation time", key_ok, None, conflict, [key_id])},
+        "/admin/alerts": {"get": op("Budget alerts and their webhook delivery, newest first", {"200": json(
+            _list("AdminAlert"), "Alerts")}, params=[
+            *_PAGE, {"name": "before", "in": "query", "required": False, "schema": {"type": "string"},
+                     "description": "An alert id: the page starts after it"}])},
         "/admin/audit": {"get": op("Admin changes, newest first, a page at a time", {"200": json(
             _list("AdminAuditEntry"), "Entries")}, params=[
             *_PAGE, {"name": "before", "in": "query", "required": False, "schema": {"type": "string"},

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from policies import metrics
+from policies.process_wide import one_per_redis
 from policies.registry.store import KEY, TENANT, Change, RegistryStore, Snapshot
 
 log = logging.getLogger(__name__)
@@ -129,14 +130,8 @@ async def _close(pubsub: Any) -> None:
         pass
 
 
-_BY_PREFIX: dict[tuple[int, str], RegistryCache] = {}
-
-
 def registry_cache(redis: Any, prefix: str, interval_s: float) -> RegistryCache:
     """The process-wide copy for this Redis client and key prefix: a config reload keeps it."""
-    key = (id(redis), prefix)
-    cache = _BY_PREFIX.get(key)
-    if cache is None or cache.store.redis is not redis:
-        cache = _BY_PREFIX[key] = RegistryCache(RegistryStore(redis, prefix), interval_s)
+    cache = one_per_redis("registry", redis, prefix, lambda: RegistryCache(RegistryStore(redis, prefix), interval_s))
     cache.interval_s = interval_s
     return cache

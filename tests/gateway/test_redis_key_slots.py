@@ -20,6 +20,7 @@ from gateway.batches.store import BatchStore
 from gateway.config import Affinity
 from gateway.quality.store import keys as quality_keys
 from gateway.batches.storage_quota import StorageQuota
+from policies.alerts.store import AlertKeys
 from policies.keyspace import KeySpace
 from policies.registry.store import KEY, TENANT, RegistryKeys
 
@@ -92,6 +93,12 @@ def registry_groups(_tenant: str) -> list[list[str]]:
         [[k.records(TENANT), k.records(KEY), k.version()]]
 
 
+def alert_groups(_tenant: str) -> list[list[str]]:
+    """alert_fire.lua and alert_claim.lua, and the outcome's transaction."""
+    k = AlertKeys(PREFIX)
+    return [[k.fired("alert_1"), k.records(), k.due(), k.index()], [k.due(), k.records()]]
+
+
 # Modules that build keys from the prefix -> the multi-key calls they make. Keys used one at a
 # time (a stored response, the batch runner's lease, the console's minutes, quality samples, the
 # outcome stream, the active-batch set) need no shared slot and so have no group.
@@ -104,6 +111,7 @@ BUILDERS = {
     "gateway/cache/store.py": cache_groups,
     "gateway/quality/store.py": quality_groups,
     "policies/registry/store.py": registry_groups,
+    "policies/alerts/store.py": alert_groups,
     "gateway/quality/learning.py": None,
     "gateway/dropin/response_store.py": None,
     "gateway/batches/runner.py": None,
