@@ -19,6 +19,7 @@ COST_PER_1K = "Cost per 1k requests"
 TOP_TENANTS = "Top tenants by spend (selected range)"
 SPEND_TABLE = "Spend, requests and tokens by tenant and tier (selected range)"
 BUDGET_BURN = "Budget burn: spend vs hard budget"
+SPEND_BY_TAG = "Spend by tag (selected range)"
 
 
 def _spend_panels() -> list[dict]:
@@ -70,6 +71,10 @@ def _tenant_panels() -> list[dict]:
                             "{{tenant}} soft budget"),
                            ('max by (tenant) (tiergate_tenant_budget_usd{tenant=~"$tenant", period="day", kind="hard"})',
                             "{{tenant}} hard budget")), "currencyUSD"),
+        bargauge(SPEND_BY_TAG, "Settled spend per tenant and tag (metadata.tags or x-tiergate-tags, as each "
+                 "tenant's allowed_tags keeps them; a request with several tags counts for each).",
+                 [target(f'topk(20, sum by (tenant, tag) (increase(tiergate_tag_spend_usd_total{T}[{RANGE}])))',
+                         "{{tenant}} {{tag}}", instant=True)], "currencyUSD"),
         table(SPEND_TABLE, "Per tenant and tier: spend, answered requests, prompt and completion tokens.",
               targets((f"sum by (tenant, tier) (increase({COST}[{RANGE}]))", ""),
                       (f"sum by (tenant, tier) (increase({ROUTED}[{RANGE}]))", ""),

@@ -70,6 +70,17 @@ class CachePolicy:
                                                        "nothing); the usage log marks it usage_source cache.")
 
 
+_TAG = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+MAX_ALLOWED_TAGS = 64
+
+
+def _tag_names(f: Fields, key: str) -> tuple[str, ...] | None:
+    names = f.string_list(key, None)
+    if names is not None and (len(names) > MAX_ALLOWED_TAGS or not all(_TAG.match(n) for n in names)):
+        f.fail(key, f"must list at most {MAX_ALLOWED_TAGS} tags, each [A-Za-z0-9_.:-]{{1,64}}")
+    return None if names is None else tuple(dict.fromkeys(names))
+
+
 def _budget_pair(f: Fields) -> tuple[int | None, int | None]:
     soft, hard = f.number("soft", None, minimum=0), f.number("hard", None, minimum=0)
     f.finish()
@@ -135,6 +146,10 @@ class TenantPolicy:
                                parse=_budgets, shown_as="mapping")
     soft_budget_action: str = setting("downgrade", "Past a soft budget: downgrade (one allowed tier cheaper) "
                                                    "or none.", choices=SOFT_BUDGET_ACTIONS)
+    allowed_tags: tuple[str, ...] | None = setting(None, "Tags this tenant's requests may carry for spend by tag "
+                                                         "(metadata.tags or x-tiergate-tags; at most 64 names, "
+                                                         "[A-Za-z0-9_.:-]{1,64}); other tags are dropped and "
+                                                         "counted. Unset: none kept.", parse=lambda f, k: _tag_names(f, k))
     storage: StorageQuotas = setting(StorageQuotas(), "What the tenant may keep stored: files and stored "
                                                       "responses, by count and bytes, and cached answers.")
     cache: CachePolicy = setting(CachePolicy(), "The exact response cache for this tenant (docs/caching.md).")

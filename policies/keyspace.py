@@ -35,6 +35,10 @@ class KeySpace:
     def usage_day(self, tenant: str, day: str) -> str:
         return f"{self._base(tenant)}:usage:{day}"
 
+    def usage_tags_day(self, tenant: str, day: str) -> str:
+        """Hash: requests, tokens and cost of the day by tag (`<tag>:<metric>`)."""
+        return f"{self._base(tenant)}:usage:tags:{day}"
+
     def reservations(self, tenant: str) -> str:
         """Sorted set: live reservation ids of admitted requests, scored by their expiry (ms)."""
         return f"{self._base(tenant)}:reserved:expiry"

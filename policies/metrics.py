@@ -15,6 +15,12 @@ REGISTRY_SYNC = Counter(
     "How this replica brought its copy of the API-managed tenants and keys up to date: change (a "
     "change read from the feed), reload (everything read again: the feed no longer reached back), "
     "lost (the subscription broke; polling covers until it is back)", ["how"])
+TAGS_DROPPED = Counter(
+    "tiergate_tags_dropped_total", "Request tags dropped because the tenant's allowed_tags does not name them",
+    ["tenant"])
+TAG_SPEND = Counter(
+    "tiergate_tag_spend_usd_total", "Settled spend by tag (a request with several tags counts for each); tags "
+                                    "are bounded by each tenant's allowed_tags", ["tenant", "tag"])
 BUDGET_ALERTS = Counter(
     "tiergate_budget_alerts_total",
     "Budget thresholds crossed: one per tenant, budget, period and threshold, counted by the replica that "

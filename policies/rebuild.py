@@ -13,6 +13,7 @@ class LedgerTotals:
     day_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     month_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     day_usage: dict[tuple[str, str], dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    day_tags: dict[tuple[str, str], dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     requests: int = 0
     duplicates: int = 0
 
@@ -28,11 +29,12 @@ def totals_from_records(records: list[UsageRecord]) -> LedgerTotals:
         totals.requests += 1
         totals.day_spend[(r.tenant, r.day)] += r.cost_micro
         totals.month_spend[(r.tenant, r.month)] += r.cost_micro
-        usage = totals.day_usage[(r.tenant, r.day)]
-        usage[f"{r.tier}:requests"] += 1
-        usage[f"{r.tier}:prompt_tokens"] += r.prompt_tokens
-        usage[f"{r.tier}:completion_tokens"] += r.completion_tokens
-        usage[f"{r.tier}:cost_micro"] += r.cost_micro
+        for name, usage in ((r.tier, totals.day_usage[(r.tenant, r.day)]),
+                            *((tag, totals.day_tags[(r.tenant, r.day)]) for tag in r.tags)):
+            usage[f"{name}:requests"] += 1
+            usage[f"{name}:prompt_tokens"] += r.prompt_tokens
+            usage[f"{name}:completion_tokens"] += r.completion_tokens
+            usage[f"{name}:cost_micro"] += r.cost_micro
     return totals
 
 
@@ -43,7 +45,8 @@ async def rebuild_ledger(store: PolicyStore, paths: list[str]) -> dict:
     total is recomputed from the records given, not added to what Redis had."""
     totals = totals_from_records(read_records(paths))
     for (tenant, day), spend in totals.day_spend.items():
-        await store.replace_ledger(tenant, day, None, spend, dict(totals.day_usage[(tenant, day)]))
+        await store.replace_ledger(tenant, day, None, spend, dict(totals.day_usage[(tenant, day)]),
+                                   dict(totals.day_tags.get((tenant, day), {})))
     for (tenant, month), spend in totals.month_spend.items():
         await store.replace_ledger(tenant, None, month, spend)
     return {"files": len(paths), "requests": totals.requests, "duplicates_skipped": totals.duplicates,

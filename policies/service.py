@@ -42,6 +42,7 @@ class Admission:
     max_tokens: int
     limited: bool   # False: admitted without Redis (fail-open), by this replica's local limits only
     client_request_id: str | None = None  # the client's own id: logged with the usage, never a key
+    tags: tuple[str, ...] = ()  # the request's tags its tenant allows (allowed_tags): spend by tag
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,15 @@ class RedisFull(RedisUnavailable):
     """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""
 
 
-def _seconds_until(now: datetime, what: str) -> int:
+def next_reset(now: datetime, what: str) -> datetime:
+    """When the `daily` or `monthly` budget period after `now` begins (UTC midnight)."""
     if what == "monthly":
-        nxt = (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    else:
-        nxt = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return max(1, math.ceil((nxt - now).total_seconds()))
+        return (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _seconds_until(now: datetime, what: str) -> int:
+    return max(1, math.ceil((next_reset(now, what) - now).total_seconds()))
 
 
 class PolicyService:
@@ -169,7 +173,7 @@ class PolicyService:
     # -- admission --------------------------------------------------------------------------------
     async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
                     n: int = 1, answers: int = 1, attempts: int = 1, tiers: Sequence[str] = (),
-                    client_request_id: str | None = None) -> Admission:
+                    client_request_id: str | None = None, tags: Sequence[str] = ()) -> Admission:
         """Check and reserve the request's worst case: `answers` x (prompt + n x max_tokens) tokens
         for the token buckets and, `attempts` times over and priced at the dearest of `tiers`
         (every priced tier when empty), for the hard budgets (`answers`: 2 when a shape re-ask
@@ -187,7 +191,8 @@ class PolicyService:
         billable = answers * max(1, int(attempts))
         reservation = Reservation(request_id, billable * self._worst_cost(tiers, prompt, completion),
                                   int(self.access.reservation_ttl_s * 1000))
-        admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id)
+        admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id,
+                              self._allowed_tags(tenant, tags))
         try:
             result = await self.call_redis("admit", lambda: self.store.admit(tenant, member, charge, day, month,
                                                                          reservation))
@@ -214,6 +219,15 @@ class PolicyService:
     async def _renew(self, tenant: str, reservation_ids: list[str]) -> None:
         await self.call_redis("renew", lambda: self.store.renew(tenant, reservation_ids,
                                                                 int(self.access.reservation_ttl_s * 1000)))
+
+    @staticmethod
+    def _allowed_tags(tenant: Tenant, tags: Sequence[str]) -> tuple[str, ...]:
+        """The tags the tenant's policy names; the others are dropped and counted (bounded cardinality)."""
+        allowed = tenant.policy.allowed_tags or ()
+        kept = tuple(t for t in tags if t in allowed)
+        if len(kept) < len(tags):
+            metrics.TAGS_DROPPED.labels(tenant.name).inc(len(tags) - len(kept))
+        return kept
 
     def _worst_cost(self, tiers: Sequence[str], prompt: int, completion: int) -> int:
         if not prompt and not completion:
@@ -263,7 +277,7 @@ class PolicyService:
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
             cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)) if served else 0,
             day=day, month=month, ledger="redis", client_request_id=admission.client_request_id,
-            usage_source=usage_source)
+            usage_source=usage_source, tags=admission.tags)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
             counted, day_spend, month_spend = await self.call_redis(
@@ -286,6 +300,8 @@ class PolicyService:
             return
         if served:
             self.usage_log.append(record)
+            for tag in record.tags:
+                metrics.TAG_SPEND.labels(tenant.name, tag).inc(micro_to_usd(record.cost_micro))
             await self._alert(tenant, {"daily": (day, day_spend), "monthly": (month, month_spend)})
         if self.replica.pending:
             await self.replay_pending()
@@ -322,19 +338,23 @@ class PolicyService:
         return len(self.replica.pending)
 
     # -- usage queries ----------------------------------------------------------------------------
-    async def usage(self, tenant: Tenant, days: int = 7) -> dict:
-        """The caller's own usage; the admin key gets every configured tenant."""
+    async def usage(self, tenant: Tenant, days: int = 7, by_tag: bool = False) -> dict:
+        """The caller's own usage; the admin key gets every configured tenant. `by_tag`: each
+        day's figures per tag as well (`tags`)."""
         days = min(max(int(days), 1), 366)
         now = self.clock()
         dates = [(now - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
         names = self.keyring.tenant_names() if tenant.is_admin else [tenant.name]
         try:
-            reports = [await self.call_redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m")))
+            reports = [await self.call_redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m"),
+                                                                                 by_tag))
                        for n in names]
         except RedisUnavailable:
             raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
                               headers={"Retry-After": "1"}) from None
+        resets = {what: next_reset(now, what).strftime("%Y-%m-%dT%H:%M:%SZ") for what in ("daily", "monthly")}
         for report in reports:
+            report["resets_at"] = resets  # when the day's and the month's spend start again from 0
             report["month_spend_usd"] = micro_to_usd(report["month_spend_micro_usd"])
             for day in report["days"]:
                 day["spend_usd"] = micro_to_usd(day["spend_micro_usd"])

@@ -37,6 +37,15 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _by_name(fields: dict) -> dict[str, dict[str, int]]:
+    """`<name>:<metric>` fields -> {name: {metric: value}} (a tier's or a tag's figures of a day)."""
+    out: dict[str, dict[str, int]] = {}
+    for field, value in fields.items():
+        name, _, metric = _text(field).rpartition(":")
+        out.setdefault(name, {})[metric] = int(value)
+    return out
+
+
 def limits_of(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
     key_limits = next((k.rate_limits for k in tenant.keys if k.id == tenant.key_id), RateLimits())
     return tenant.policy.rate_limits, key_limits
@@ -85,10 +94,11 @@ class PolicyStore:
             keys=[k.settled(name, record.request_id), k.spend_day(name, record.day),
                   k.spend_month(name, record.month), k.usage_day(name, record.day),
                   k.token_bucket(name), k.token_bucket(name, tenant.key_id or "-"),
-                  k.reservations(name), k.reserved_amounts(name)],
+                  k.reservations(name), k.reserved_amounts(name), k.usage_tags_day(name, record.day)],
             args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
                   record.completion_tokens, correction, own.tokens_per_minute or 0,
-                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id])
+                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id,
+                  ",".join(record.tags)])
         return int(reply[0]) == 1 or _text(reply[3]) == token, int(reply[1]), int(reply[2])
 
     async def renew(self, tenant: str, reservation_ids: list[str], ttl_ms: int) -> int:
@@ -100,36 +110,38 @@ class PolicyStore:
         values = await self.redis.mget([self.keys.spend_day(tenant, day), self.keys.spend_month(tenant, month)])
         return int(values[0] or 0), int(values[1] or 0)
 
-    async def usage(self, tenant: str, days: list[str], month: str) -> dict:
-        """Spend, tokens and requests per tier and day, plus the month's spend (one pipeline of reads)."""
+    async def usage(self, tenant: str, days: list[str], month: str, by_tag: bool = False) -> dict:
+        """Spend, tokens and requests per tier (and with `by_tag`, per tag) and day, plus the
+        month's spend (one pipeline of reads)."""
         pipe = self.redis.pipeline(transaction=False)
         for day in days:
             pipe.get(self.keys.spend_day(tenant, day))
             pipe.hgetall(self.keys.usage_day(tenant, day))
+            if by_tag:
+                pipe.hgetall(self.keys.usage_tags_day(tenant, day))
         pipe.get(self.keys.spend_month(tenant, month))
         replies = await pipe.execute()
-        out_days = []
+        stride, out_days = 3 if by_tag else 2, []
         for i, day in enumerate(days):
-            spend, fields = replies[2 * i], replies[2 * i + 1]
-            tiers: dict[str, dict[str, int]] = {}
-            for field, value in fields.items():
-                tier, _, metric = _text(field).rpartition(":")
-                tiers.setdefault(tier, {})[metric] = int(value)
+            spend, tiers = replies[stride * i], _by_name(replies[stride * i + 1])
             if spend is not None or tiers:
-                out_days.append({"date": day, "spend_micro_usd": int(spend or 0), "tiers": tiers})
+                out_days.append({"date": day, "spend_micro_usd": int(spend or 0), "tiers": tiers,
+                                 **({"tags": _by_name(replies[stride * i + 2])} if by_tag else {})})
         return {"tenant": tenant, "month": month, "month_spend_micro_usd": int(replies[-1] or 0), "days": out_days}
 
     async def replace_ledger(self, tenant: str, day: str | None, month: str | None,
-                             spend_micro: int, usage: dict[str, int] | None = None) -> None:
+                             spend_micro: int, usage: dict[str, int] | None = None,
+                             tags: dict[str, int] | None = None) -> None:
         """Overwrite one day's (or one month's) ledger with recomputed totals, atomically."""
         atomic = Atomic(self.redis)
         if day is not None:
             atomic.call("SET", self.keys.spend_day(tenant, day), spend_micro, "EX", DAY_TTL_S)
-            usage_key = self.keys.usage_day(tenant, day)
-            atomic.call("DEL", usage_key)
-            if usage:
-                atomic.hset(usage_key, usage)
-                atomic.call("EXPIRE", usage_key, DAY_TTL_S)
+            for key, figures in ((self.keys.usage_day(tenant, day), usage),
+                                 (self.keys.usage_tags_day(tenant, day), tags)):
+                atomic.call("DEL", key)
+                if figures:
+                    atomic.hset(key, figures)
+                    atomic.call("EXPIRE", key, DAY_TTL_S)
         if month is not None:
             atomic.call("SET", self.keys.spend_month(tenant, month), spend_micro, "EX", MONTH_TTL_S)
         await atomic.run()

@@ -37,6 +37,7 @@ class UsageRecord:
     # where the token counts came from: "worker" (the upstream's own count), "tokenizer" (the
     # gateway counted with the tier's tokenizer) or "estimate" (the gateway's estimate)
     usage_source: str = "worker"
+    tags: tuple[str, ...] | list[str] = ()  # the tags its tenant allows that the request carried
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)

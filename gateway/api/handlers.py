@@ -11,6 +11,7 @@ from aiohttp import web
 
 from webwire.tracing import span
 from wire.errors import OpenAIError, bad_request
+from wire.tags import TAGS_HEADER, split_tags
 
 from ..core import metrics
 from ..admin.view import sees_everything
@@ -94,7 +95,7 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
                                                answers=request.answers_billed,
                                                attempts=request.config.failover.max_attempts,
                                                tiers=[t.name for t in request.reach],
-                                               client_request_id=ctx.client_request_id)
+                                               client_request_id=ctx.client_request_id, tags=request.tags)
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
             raise
@@ -136,18 +137,19 @@ async def _generate(services: Services, request: GatewayRequest, plan, delivery:
 def build_request(services: Services, call: Call) -> GatewayRequest:
     """The one typed request: parsed, routed, and with what it may generate settled once."""
     config, kind = services.config, call.kind
-    parsed = parse(kind, call.body)
+    body, tags = split_tags(call.body, (call.headers or {}).get(TAGS_HEADER))  # metadata never reaches a worker
+    parsed = parse(kind, body)
     if kind == "embeddings":
         route = plan_embeddings_route(config, call.tenant, parsed)
         max_tokens, stream, include_usage = 0, False, False
     else:
         max_tokens = max_tokens_asked(parsed, config)
-        route = plan_route(services.router, config, call.tenant, parsed, call.body, max_tokens)
+        route = plan_route(services.router, config, call.tenant, parsed, body, max_tokens)
         stream, include_usage = parsed.params.stream, parsed.params.include_usage
     if call.priority is not None:
         route = replace(route, decision=replace(route.decision, priority=call.priority))
-    return GatewayRequest(call.ctx, kind, call.tenant, parsed, call.body, route, config, max_tokens, stream,
-                          include_usage)
+    return GatewayRequest(call.ctx, kind, call.tenant, parsed, body, route, config, max_tokens, stream,
+                          include_usage, tags)
 
 
 async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:
@@ -225,4 +227,7 @@ async def usage(request: web.Request) -> web.Response:
     days = request.query.get("days", "7")
     if not days.isdigit() or not 1 <= int(days) <= 366:
         raise OpenAIError(400, "'days' must be an integer from 1 to 366", param="days", code="invalid_value")
-    return web.json_response(await policy.usage(tenant, days=int(days)))
+    group_by = request.query.get("group_by", "tier")
+    if group_by not in ("tier", "tag"):
+        raise OpenAIError(400, "'group_by' must be 'tier' or 'tag'", param="group_by", code="invalid_value")
+    return web.json_response(await policy.usage(tenant, days=int(days), by_tag=group_by == "tag"))

@@ -32,7 +32,7 @@ class PolicyService(Protocol):
 
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
                     n: int = 1, answers: int = 1, attempts: int = 1, tiers=(),
-                    client_request_id: str | None = None) -> Any: ...
+                    client_request_id: str | None = None, tags: tuple[str, ...] = ()) -> Any: ...
 
     async def settle(self, admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
@@ -65,7 +65,7 @@ class OpenPolicy:
         return decide_route(self._NO_RULES, request, self._ordered)
 
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, attempts=1,
-                    tiers=(), client_request_id=None):
+                    tiers=(), client_request_id=None, tags=()):
         return None
 
     async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,

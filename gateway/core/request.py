@@ -63,6 +63,7 @@ class GatewayRequest:
     max_tokens: int      # asked for, or the configured default; 0 for embeddings
     stream: bool
     include_usage: bool  # the client asked for the usage chunk of a stream
+    tags: tuple[str, ...] = ()  # cost-attribution tags asked for (the policy keeps the tenant's allowed ones)
 
     @property
     def id(self) -> str:

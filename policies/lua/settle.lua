@@ -3,10 +3,11 @@
 -- buckets from what admission charged to the real usage. A request that was served nothing
 -- (no worker answered) books no spend and no usage, but still releases and corrects.
 -- KEYS: 1 settled marker, 2 spend day, 3 spend month, 4 usage day hash, 5 tenant tpm bucket, 6 key tpm bucket,
---       7 reservation expiries (zset), 8 reservation amounts (hash, '#total')
+--       7 reservation expiries (zset), 8 reservation amounts (hash, '#total'), 9 usage by tag of the day (hash)
 -- ARGV: 1 marker ttl s, 2 cost micro, 3 tier, 4 prompt tokens, 5 completion tokens,
 --       6 token correction (real - charged), 7 tenant tpm, 8 key tpm (0 = none), 9 day ttl s, 10 month ttl s,
---       11 settle token (unique per settle call), 12 reservation id ('' = none)
+--       11 settle token (unique per settle call), 12 reservation id ('' = none),
+--       13 the request's tags, comma-separated ('' = none; a tag never holds a comma)
 -- Returns {1, day_spend, month_spend, token} when counted, {0, day_spend, month_spend, marker} for a
 -- duplicate; the marker holds the token of the call that counted it, so a client whose reply was
 -- lost and whose retry lands here learns that its own first attempt did count.
@@ -36,6 +37,15 @@ if tonumber(ARGV[4]) + tonumber(ARGV[5]) > 0 then
   redis.call('HINCRBY', KEYS[4], tier .. ':completion_tokens', ARGV[5])
   redis.call('HINCRBY', KEYS[4], tier .. ':cost_micro', cost)
   redis.call('EXPIRE', KEYS[4], ARGV[9])
+  if ARGV[13] ~= '' then
+    for tag in string.gmatch(ARGV[13], '[^,]+') do
+      redis.call('HINCRBY', KEYS[9], tag .. ':requests', 1)
+      redis.call('HINCRBY', KEYS[9], tag .. ':prompt_tokens', ARGV[4])
+      redis.call('HINCRBY', KEYS[9], tag .. ':completion_tokens', ARGV[5])
+      redis.call('HINCRBY', KEYS[9], tag .. ':cost_micro', cost)
+    end
+    redis.call('EXPIRE', KEYS[9], ARGV[9])
+  end
 else
   day = tonumber(redis.call('GET', KEYS[2]) or '0')
   month = tonumber(redis.call('GET', KEYS[3]) or '0')

@@ -86,3 +86,15 @@ async def test_monthly_hard_budget_blocks_too(make_service):
     with pytest.raises(OpenAIError) as err:
         await service.admit(tenant, "r2", 1, 1)
     assert err.value.code == "budget_exceeded" and "monthly" in err.value.message
+
+
+async def test_usage_shows_when_each_budget_period_starts_again(make_service):
+    from datetime import datetime, timezone
+
+    service = make_service({"acme": {"keys": ["k"]}})
+    service.clock = lambda: datetime(2026, 12, 31, 23, 59, 30, tzinfo=timezone.utc)
+    report = await service.usage(service.authenticate("Bearer k"), days=1)
+    assert report["resets_at"] == {"daily": "2027-01-01T00:00:00Z", "monthly": "2027-01-01T00:00:00Z"}
+    service.clock = lambda: datetime(2026, 2, 10, 8, 0, tzinfo=timezone.utc)
+    report = await service.usage(service.authenticate("Bearer k"), days=1)
+    assert report["resets_at"] == {"daily": "2026-02-11T00:00:00Z", "monthly": "2026-03-01T00:00:00Z"}
