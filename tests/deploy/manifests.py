@@ -1,5 +1,6 @@
-"""The manifests of deploy/k8s as the tests read them: the base install (the folder's own files) and
-the Sentinel install (the base without its single Redis and its config Secret, plus ha/)."""
+"""The manifests of deploy/k8s as the tests read them: the base install (the folder's own files), the
+Sentinel install (the base without its single Redis and its config Secret, plus ha/) and the Cluster
+install (the same, plus cluster/)."""
 from __future__ import annotations
 
 import os
@@ -10,8 +11,9 @@ import yaml
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"
 HA = K8S / "ha"
+CLUSTER = K8S / "cluster"
 NAMESPACE = "tiergate"
-# the files of the base that ha/ replaces: the single Redis and the Secret with its URL
+# the files of the base that ha/ and cluster/ replace: the single Redis and the Secret with its URL
 REPLACED_BY_HA = ("redis.yaml", "config.yaml")
 
 
@@ -27,6 +29,9 @@ def load(folder: Path) -> list[dict]:
 BASE = load(K8S)
 HA_DOCS = load(HA)
 HA_INSTALL = [d for d in BASE if d["_file"] not in REPLACED_BY_HA] + HA_DOCS
+CLUSTER_DOCS = load(CLUSTER)
+CLUSTER_INSTALL = [d for d in BASE if d["_file"] not in REPLACED_BY_HA] + CLUSTER_DOCS
+INSTALLS = {"base": BASE, "sentinel": HA_INSTALL, "cluster": CLUSTER_INSTALL}
 
 
 def of(kind: str, docs: list[dict] = BASE) -> list[dict]:
@@ -43,6 +48,11 @@ def containers(workload: dict) -> list[dict]:
     return workload["spec"]["template"]["spec"]["containers"]
 
 
+def workloads(docs: list[dict]) -> list[dict]:
+    """Everything that runs pods."""
+    return [d for d in docs if d["kind"] in ("Deployment", "StatefulSet", "Job")]
+
+
 def container_named(workload: dict, name: str) -> dict:
     return next(c for c in containers(workload) if c["name"] == name)
 
@@ -52,9 +62,10 @@ def gateway_config(docs: list[dict] = BASE) -> dict:
 
 
 def with_worker_key():
-    """The shipped configs send TIERGATE_WORKER_KEY (a Secret in the pods) to our workers: reading
-    them needs the variable set."""
-    return mock.patch.dict(os.environ, {"TIERGATE_WORKER_KEY": "test-worker-key"})
+    """The shipped configs name TIERGATE_WORKER_KEY (sent to our workers) and TIERGATE_REDIS_PASSWORD,
+    both from Secrets in the pods: reading them needs the variables set."""
+    return mock.patch.dict(os.environ, {"TIERGATE_WORKER_KEY": "test-worker-key",
+                                        "TIERGATE_REDIS_PASSWORD": "test-redis-password"})
 
 
 def service_host(service: dict) -> str:

@@ -19,16 +19,16 @@ from gateway.server.exposure import INSECURE_FLAG, refusal
 from gateway.quality.config import QualityConfig
 from webwire.internal_key import WORKER_KEY_ENV
 
-from .manifests import (BASE, HA_DOCS, HA_INSTALL, K8S, NAMESPACE, container_named, containers, gateway_config, of, one,
-                        service_host)
+from .manifests import (BASE, CLUSTER_DOCS, HA_DOCS, INSTALLS, K8S, NAMESPACE, container_named, containers,
+                        gateway_config, of, one, service_host)
 
 API_VERSIONS = {"Namespace": "v1", "ConfigMap": "v1", "Secret": "v1", "PersistentVolumeClaim": "v1", "Service": "v1",
                 "Deployment": "apps/v1", "StatefulSet": "apps/v1", "HorizontalPodAutoscaler": "autoscaling/v2",
-                "PodDisruptionBudget": "policy/v1"}
+                "PodDisruptionBudget": "policy/v1", "Job": "batch/v1", "NetworkPolicy": "networking.k8s.io/v1"}
 EXTERNAL_VLLM_HOST = "vllm-router.vllm.svc.cluster.local"
 # the Kubernetes release whose schemas the manifests must pass (kubernetes-validate ships them)
 SCHEMA_VERSION = "1.37.0"
-EVERY_DOC = BASE + HA_DOCS
+EVERY_DOC = BASE + HA_DOCS + CLUSTER_DOCS
 
 
 def _id(doc: dict) -> str:
@@ -46,7 +46,7 @@ def test_every_document_validates_against_the_kubernetes_schemas(doc):
     assert kubernetes_validate.validate(resource, SCHEMA_VERSION, strict=True) == "1.37"
 
 
-@pytest.mark.parametrize("install", [BASE, HA_INSTALL], ids=["base", "sentinel"])
+@pytest.mark.parametrize("install", INSTALLS.values(), ids=INSTALLS.keys())
 def test_every_document_has_kind_api_version_and_metadata(install):
     assert {d["_file"] for d in install} >= {"namespace.yaml", "gateway.yaml", "workers.yaml", "workers-gpu.yaml"}
     seen = set()
@@ -158,10 +158,11 @@ def _env_from_secret(container: dict, name: str) -> dict:
     return ref
 
 
-REDIS_SETS = [(BASE, "tiergate-redis"), (HA_DOCS, "tiergate-redis-ha")]  # the single Redis and the Sentinel set
+# the single Redis, the Sentinel set and the Cluster
+REDIS_SETS = [(BASE, "tiergate-redis"), (HA_DOCS, "tiergate-redis-ha"), (CLUSTER_DOCS, "tiergate-redis-cluster")]
 
 
-@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel"])
+@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel", "cluster"])
 def test_redis_persists_with_appendonly_on_a_volume_claim(docs, name):
     redis = one("StatefulSet", name, docs)
     container = container_named(redis, "redis")
@@ -190,7 +191,7 @@ def _gateway_claim_at(path: str) -> tuple[dict, dict]:
     return mount, one("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
 
 
-@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel"])
+@pytest.mark.parametrize(("docs", "name"), REDIS_SETS, ids=["single", "sentinel", "cluster"])
 def test_redis_refuses_writes_below_its_memory_limit_instead_of_evicting(docs, name):
     container = container_named(one("StatefulSet", name, docs), "redis")
     args = container["args"]

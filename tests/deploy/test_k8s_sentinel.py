@@ -64,9 +64,9 @@ def test_sentinels_watch_the_master_by_pod_name_through_the_headless_service():
 
 
 def test_one_pod_per_node_and_at_most_one_down_for_maintenance():
-    labels = STS["spec"]["template"]["metadata"]["labels"]
+    own_pods = STS["spec"]["selector"]["matchLabels"]  # the set's pods, nothing else
     (rule,) = STS["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert rule["topologyKey"] == "kubernetes.io/hostname" and rule["labelSelector"]["matchLabels"] == labels
+    assert rule["topologyKey"] == "kubernetes.io/hostname" and rule["labelSelector"]["matchLabels"] == own_pods
     budget = one("PodDisruptionBudget", STS["metadata"]["name"], HA_DOCS)
     assert budget["spec"]["maxUnavailable"] == 1 and budget["spec"]["selector"] == STS["spec"]["selector"]
 
@@ -84,7 +84,7 @@ def test_gateway_config_names_these_sentinels_and_is_otherwise_the_base_config()
     assert {k: v for k, v in ha.items() if k != "redis"} == {k: v for k, v in base.items() if k != "redis"}
     name, *_ = _monitor()
     pods = [f"{STS['metadata']['name']}-{i}.{service_host(HEADLESS)}" for i in range(STS["spec"]["replicas"])]
-    assert ha["redis"] == {"mode": "sentinel", "master_name": name,
+    assert ha["redis"] == {"mode": "sentinel", "master_name": name, "password_env": "TIERGATE_REDIS_PASSWORD",
                            "sentinels": [f"{pod}:{_port('sentinel')}" for pod in pods]}
     settings = parse_config(ha, "deploy/k8s/ha/config.yaml").redis  # the gateway's own reader takes it
     assert (settings.mode, settings.master_name, list(settings.sentinels)) == ("sentinel", name, ha["redis"]["sentinels"])

@@ -1,10 +1,14 @@
 """The Sentinel set's shipped settings (deploy/k8s/ha/redis-sentinel.yaml) run as they are on real
 servers on loopback: a Redis with the StatefulSet's args, a replica of it as redis.sh starts one,
-and a Sentinel from the ConfigMap's template. Only what cannot be the same outside a pod changes:
-ports, folders, names (localhost for the pods' DNS names) and a loopback bind."""
+and a Sentinel from the ConfigMap's template, each with the password lines auth.sh writes from
+REDISCLI_AUTH (so the replica and the Sentinel log in, and a client without it is refused). Only what
+cannot be the same outside a pod changes: ports, folders, names (localhost for the pods' DNS names)
+and a loopback bind."""
 from __future__ import annotations
 
+import os
 import subprocess
+import uuid
 
 import pytest
 import redis
@@ -19,12 +23,25 @@ pytestmark = pytest.mark.live
 STS = one("StatefulSet", "tiergate-redis-ha", HA_DOCS)
 SCRIPTS = one("ConfigMap", "tiergate-redis-ha", HA_DOCS)["data"]
 LOOPBACK = ["--bind", "127.0.0.1 -::1"]
+PASSWORD = "pw-" + uuid.uuid4().hex
+
+
+def _auth_lines(function: str, folder) -> str:
+    """What auth.sh's redis_auth or sentinel_auth writes, run by sh with the password in REDISCLI_AUTH."""
+    script = folder / "auth.sh"
+    script.write_text(SCRIPTS["auth.sh"])
+    done = subprocess.run(["sh", "-c", f". {script}; {function}"], env={**os.environ, "REDISCLI_AUTH": PASSWORD},
+                          capture_output=True, text=True, check=True, timeout=10)
+    return done.stdout
 
 
 def _redis_args(port: int, folder) -> list[str]:
+    auth = folder / "auth.conf"
+    auth.write_text(_auth_lines("redis_auth", folder))
     args = list(container_named(STS, "redis")["args"])
     args[args.index("--port") + 1], args[args.index("--dir") + 1] = str(port), str(folder)
-    return args + LOOPBACK + ["--replica-announce-ip", "localhost"]  # redis.sh adds the pod's name
+    # redis.sh puts the auth file first, then these args and the pod's name
+    return [str(auth), *args, *LOOPBACK, "--replica-announce-ip", "localhost"]
 
 
 def _sentinel_conf(port: int, master_port: int, folder) -> str:
@@ -38,13 +55,15 @@ def _sentinel_conf(port: int, master_port: int, folder) -> str:
         elif words[:2] == ["sentinel", "monitor"]:
             words[4] = str(master_port)
         rendered.append(" ".join(words))
-    return "\n".join(rendered + ["bind 127.0.0.1 -::1"]) + "\n"
+    return "\n".join(rendered + ["bind 127.0.0.1 -::1"]) + "\n" + _auth_lines("sentinel_auth", folder)
 
 
 def _start(args: list[str], port: int, procs: list[subprocess.Popen]) -> redis.Redis:
     procs.append(subprocess.Popen([REDIS_SERVER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     wait_for_port(port, procs, timeout_s=15)
-    return redis.Redis(port=port, socket_timeout=2, decode_responses=True)
+    with pytest.raises(redis.AuthenticationError):  # every server and Sentinel asks for the password
+        redis.Redis(port=port, socket_timeout=2).ping()
+    return redis.Redis(port=port, socket_timeout=2, decode_responses=True, password=PASSWORD)
 
 
 def test_master_replica_and_sentinel_run_with_the_shipped_settings(tmp_path):
