@@ -57,11 +57,13 @@ def from_headers(headers: Mapping[str, str]) -> Controls:
             controls = replace(controls, no_store=True)
         elif name == "no-cache" and not value:
             controls = replace(controls, no_cache=True)
+        elif name == "no-transform" and not value:
+            continue  # honoured as it stands: no intermediary of ours rewrites an answer
         elif name == "max-age":
             controls = replace(controls, max_age_s=_seconds(value.strip('"'), "Cache-Control: max-age", 0))
         else:
             raise bad_request(f"Cache-Control directive {directive.strip()[:40]!r} is not supported (no-store, "
-                              "no-cache, max-age=N)", param="Cache-Control", code="unsupported_value")
+                              "no-cache, max-age=N, no-transform)", param="Cache-Control", code="unsupported_value")
     return controls
 
 
