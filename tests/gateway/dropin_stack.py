@@ -37,7 +37,8 @@ def dropin_config(chat_url: str, embed_url: str, log_dir: Path) -> dict:
             "limited": {"keys": [{"id": "main", "sha256": hash_key(KEYS["limited"])}],
                         "rate_limits": {"requests_per_minute": 2}},
             "frugal": {"keys": [{"id": "main", "sha256": hash_key(KEYS["frugal"])}],
-                       "budgets": {"daily_usd": {"hard": 0.000001}}},  # one micro-dollar
+                       # three micro-dollars: one embeddings request's reservation (1 per attempt, 3 attempts)
+                       "budgets": {"daily_usd": {"hard": 0.000003}}},
         },
     }
 
