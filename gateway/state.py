@@ -30,7 +30,7 @@ from .core.pool import Pools
 from .quality.monitor import QualityMonitor
 from .server.redis_conn import connect, effective_url
 from .server.shutdown import finish_within
-from .core.tier_capabilities import by_tier, is_healthy, read_card
+from .core.tier_capabilities import by_tier, probe_health, read_card
 from .core.trace_spans import warn_if_changed
 from .core.services import Services, assemble
 from .core.transport import Transport, http_transport
@@ -215,7 +215,9 @@ class GatewayState:
         self._publish(self.services.config, self.services.upstreams.pools)
 
     async def _check(self, backend) -> None:
-        healthy = await is_healthy(self.services.transport, backend, self.services.config.health.timeout_s)
+        health = self.services.config.health
+        heard = await probe_health(self.services.transport, backend, health.timeout_s)
+        healthy = backend.after_check(heard, health.silent_checks)
         if healthy != backend.healthy:
             log.warning("backend %s is now %s", backend.url, "healthy" if healthy else "unhealthy")
         backend.healthy = healthy

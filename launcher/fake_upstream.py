@@ -36,6 +36,7 @@ class FakeUpstream:
         self.replies: dict[str, str] = {}  # like `reply`, for chat requests whose body holds the key
         self.poison: str | None = None  # a generation whose body holds this text gets a 500 (a worker bug)
         self.healthy = True
+        self.health_delay_s = 0.0  # before answering /health (a worker too busy to answer it in time)
         self.hang = False  # accept, then never answer
         self.cut_after: int | None = None  # streamed: drop the connection after this many chunks
         self.reports_usage = True  # False: like an upstream that never says its usage, whole or streamed
@@ -68,6 +69,8 @@ class FakeUpstream:
 
     async def _health(self, request):
         self.health_headers.append({k.lower(): v for k, v in request.headers.items()})
+        if self.health_delay_s:
+            await asyncio.sleep(self.health_delay_s)
         return web.json_response({"status": "ok"} if self.healthy else {"status": "down"},
                                  status=200 if self.healthy else 503)
 

@@ -58,6 +58,10 @@ class Failover:
 class Health:
     interval_s: float = setting(2.0, "Period of the active GET /health of each worker.", above=0)
     timeout_s: float = setting(1.0, "Longest wait for one health check.", above=0)
+    silent_checks: int = setting(2, "Health checks in a row that get no answer within timeout_s, with no "
+                                    "request answered by the worker meanwhile, before it is taken out of "
+                                    "rotation (a busy worker's /health can be slow). One that answers another "
+                                    "status than 200, or refuses the connection, is out at once.", minimum=1)
 
 
 @dataclass(frozen=True)

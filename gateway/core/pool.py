@@ -18,9 +18,12 @@ from yarl import URL
 from ..config import Breaker, Config
 
 
+UP, DOWN, SILENT = "up", "down", "silent"  # what one health check heard (tier_capabilities.probe_health)
+
+
 class Backend:
     __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
-                 "capabilities", "identity", "_urls")
+                 "capabilities", "identity", "_urls", "silent_checks")
 
     def __init__(self, url: str, api_key: str | None = None):
         self.url = url
@@ -29,6 +32,7 @@ class Backend:
         self.label = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
         self.outstanding = 0
         self.healthy = True  # optimistic until the first health check says otherwise
+        self.silent_checks = 0  # health checks in a row without an answer, and no request answered since
         self.failures = 0
         self.open_until = 0.0  # breaker open while now < open_until; half-open after
         self.probing = False
@@ -68,7 +72,19 @@ class Backend:
     def on_done(self) -> None:
         self.outstanding -= 1
 
+    def after_check(self, heard: str, silent_limit: int) -> bool:
+        """Whether it is healthy after a health check. A status or a refused connection decides at
+        once; silence only after `silent_limit` checks in a row with no request answered meanwhile:
+        a worker answering requests whose /health is slow (a busy machine) is busy, not gone, and
+        taking it out would refuse requests that were already admitted and counted."""
+        if heard != SILENT:
+            self.silent_checks = 0
+            return heard == UP
+        self.silent_checks += 1
+        return self.healthy and self.silent_checks < silent_limit
+
     def on_success(self) -> None:
+        self.silent_checks = 0  # it answered: whatever its /health says by silence, it is there
         self.failures = 0
         self.open_until = 0.0
         self.probing = False

@@ -17,7 +17,7 @@ from wire.capabilities import Capabilities, from_models_card, intersect
 
 from ..cache.identity import UNSTATED, stated_identity
 from ..config import Config
-from .pool import Backend, Pools
+from .pool import DOWN, SILENT, UP, Backend, Pools
 from .transport import Transport
 
 MAX_CARD_BYTES = 256 * 1024
@@ -49,14 +49,18 @@ async def read_card(transport: Transport, backend: Backend, timeout_s: float) ->
         return None  # down or silent: ask again once it is healthy
 
 
-async def is_healthy(transport: Transport, backend: Backend, timeout_s: float) -> bool:
+async def probe_health(transport: Transport, backend: Backend, timeout_s: float) -> str:
+    """UP (200), DOWN (another status, or nothing listens) or SILENT (no answer within timeout_s:
+    a worker that hangs, or one too busy to answer in time)."""
     try:
         response = await transport.get(backend.url + "/health", headers=backend.auth_headers,
                                        timeout=aiohttp.ClientTimeout(total=timeout_s))
         response.release()
-        return response.status == 200
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-        return False
+        return UP if response.status == 200 else DOWN
+    except asyncio.TimeoutError:  # aiohttp's own timeouts are these too
+        return SILENT
+    except (aiohttp.ClientError, OSError):
+        return DOWN
 
 
 def by_tier(config: Config, pools: Pools) -> dict[str, Capabilities]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from gateway.config import Breaker, parse_config
-from gateway.core.pool import Backend, Pools, TierPool
+from gateway.core.pool import DOWN, SILENT, UP, Backend, Pools, TierPool
 from tests.gateway.gw_helpers import base_config, tier
 
 BREAKER = Breaker(failure_threshold=2, open_s=5.0)
@@ -59,6 +59,20 @@ def test_an_unhealthy_worker_is_never_available_whatever_its_breaker():
     backend = Backend(A)
     backend.healthy = False
     assert backend.breaker_state(0.0) == "closed" and not backend.available(0.0)
+
+
+def test_a_status_decides_at_once_and_silence_only_when_nothing_was_answered_in_between():
+    backend = Backend(A)
+    assert backend.after_check(SILENT, 2) and not backend.after_check(SILENT, 2)  # the second silence in a row
+    backend.healthy = False
+    assert backend.after_check(UP, 2)
+    backend.healthy = True
+    for _ in range(5):  # silent checks, each after a request the worker answered: busy, not gone
+        assert backend.after_check(SILENT, 2)
+        backend.on_success()
+    assert not backend.after_check(DOWN, 2)  # it says it is down (or refuses the connection): out now
+    backend.healthy = False
+    assert not backend.after_check(SILENT, 2)  # silence never brings one back
 
 
 def test_pick_takes_the_least_loaded_available_worker_not_yet_tried():
