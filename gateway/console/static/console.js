@@ -1,4 +1,6 @@
-// Tiergate console: four read-only views over /console/api/*, refreshed every few seconds.
+// Tiergate console: four read-only views over /console/api/*, refreshed every few seconds, and
+// "Tenants & keys", which manages them through /admin/* (every call carries X-Tiergate-Console,
+// which no other site's page can send here without a CORS preflight this server never grants).
 // Everything shown comes from the JSON endpoints; text from the server is set with
 // textContent, never as HTML (tenant names and logged prompts are data, not markup).
 "use strict";
@@ -227,7 +229,84 @@ async function showWorkers() {
   ]));
 }
 
-const VIEWS = { overview: showOverview, routing: showRouting, quality: showQuality, workers: showWorkers };
+const admin = (path, method = "GET", body = undefined) => api(path, {
+  method, headers: { "X-Tiergate-Console": "1", ...(body ? { "Content-Type": "application/json" } : {}) },
+  body: body ? JSON.stringify(body) : undefined });
+const when = (unix) => (unix ? new Date(unix * 1000).toISOString().slice(0, 16).replace("T", " ") : "–");
+
+function keyState(k) {
+  if (k.revoked_at) return "revoked";
+  if (k.expires_at && k.expires_at * 1000 <= Date.now()) return "expired";
+  return k.secrets.length > 1 ? "rotating" : "active";
+}
+
+function keyButton(label, onClick) {
+  const button = document.createElement("button");
+  button.textContent = label;
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+async function keyAction(run) {
+  try {
+    $("keys-error").hidden = true;
+    await run();
+    await showKeys();
+  } catch (err) {
+    setText("keys-error", err.message);
+    $("keys-error").hidden = false;
+  }
+}
+
+function showSecret(key) {
+  setText("key-secret-id", key.id);
+  setText("key-secret", key.secret);
+  $("key-secret-box").hidden = false;
+}
+
+async function showKeys() {
+  const [tenants, keys, alerts, audit] = await Promise.all([admin("/admin/tenants"), admin("/admin/keys?limit=1000"),
+    admin("/admin/alerts?limit=50"), admin("/admin/audit?limit=20")]);
+  fillTable("tenants", tenants.data.map((t) => [t.name, t.source,
+    t.policy && t.policy.budgets ? JSON.stringify(t.policy.budgets) : "–",
+    t.policy && t.policy.allowed_tags ? t.policy.allowed_tags.join(", ") : "–",
+    t.policy ? JSON.stringify(t.policy) : "(config file)"]));
+  const chosen = $("key-tenant").value;
+  $("key-tenant").replaceChildren(...tenants.data.map((t) => new Option(t.name, t.name)));
+  if (chosen) $("key-tenant").value = chosen;
+  const body = fillTable("keys", keys.data.map((k) => [k.id, k.tenant, k.prefix + "…", k.owner || "–",
+    when(k.expires_at), keyState(k), ""]));
+  keys.data.forEach((k, i) => {
+    const cell = body.rows[i].cells[6];
+    if (k.revoked_at) return;
+    cell.append(keyButton("Rotate", () => keyAction(async () => showSecret(await admin(`/admin/keys/${k.id}/rotate`, "POST", {})))),
+      keyButton("Revoke", () => keyAction(() => admin(`/admin/keys/${k.id}/revoke`, "POST", {}))));
+    body.rows[i].dataset.keyId = k.id;
+  });
+  fillTable("alerts", alerts.data.map((a) => [new Date(a.created_at * 1000).toISOString().slice(0, 19),
+    a.tenant, a.budget, a.period, a.percent + "%", a.status, String(a.attempts)]));
+  fillTable("audit", audit.data.map((e) => [new Date(e.ts * 1000).toISOString().slice(0, 19), e.who, e.action, e.target]));
+}
+
+$("tenant-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const name = $("tenant-name").value.trim();
+  keyAction(async () => {
+    const policy = $("tenant-policy").value.trim() ? JSON.parse($("tenant-policy").value) : {};
+    const known = (await admin("/admin/tenants")).data.some((t) => t.name === name);
+    await (known ? admin(`/admin/tenants/${encodeURIComponent(name)}`, "PATCH", { policy })
+      : admin("/admin/tenants", "POST", { name, policy }));
+  });
+});
+$("key-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const fields = { tenant: $("key-tenant").value };
+  if ($("key-owner").value.trim()) fields.owner = $("key-owner").value.trim();
+  if ($("key-days").value) fields.expires_in_s = Number($("key-days").value) * 86400;
+  keyAction(async () => showSecret(await admin("/admin/keys", "POST", fields)));
+});
+
+const VIEWS = { overview: showOverview, routing: showRouting, quality: showQuality, workers: showWorkers, keys: showKeys };
 
 async function refresh() {
   try {

@@ -6,32 +6,21 @@ screenshot under test-output/console/ (or $TIERGATE_TEST_OUTPUT/console/)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import openai
 import pytest
 
 from policies.keys import hash_key
+from tests.gateway.console.browser import OUTPUT, launch
 from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import wait_until
 from tests.support.metrics import metric, scrape
 from tests.support.stack import label
 
 ADMIN, TENANT_KEY = "sk-browser-admin", "sk-browser-acme"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-OUTPUT = Path(os.environ.get("TIERGATE_TEST_OUTPUT", Path(__file__).resolve().parents[3] / "test-output")) / "console"
 HARD_PROMPT = "Prove that there are infinitely many primes, then design a distributed consensus protocol."
-
-
-def _launch(playwright):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `make setup` installs Debian's chromium for the browser tests",
-                    pytrace=False)
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +83,7 @@ def test_console_views_show_the_gateways_own_numbers(stack):
     wait_until(lambda: _judged(stack.url) == small, timeout_s=120)  # every small answer re-asked and judged
     OUTPUT.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
-        browser = _launch(playwright)
+        browser = launch(playwright)
         try:
             for key in (None, TENANT_KEY):  # without the admin key: 401 (a browser would ask for it)
                 with pytest.raises(urllib.error.HTTPError) as refused:
