@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 
+import anthropic
 import openai
 import pytest
 
@@ -148,3 +149,25 @@ def test_the_admin_call_clears_what_it_names_and_nothing_else(stack):
     assert _ask(stack, "beta", "other", seed=5)[1]["x-tiergate-cache"] == "hit"
     bad = _admin(stack, "POST", "/admin/cache/clear", {"tier": "nope"})
     assert bad.status == 400 and bad.json()["error"]["param"] == "tier"
+
+
+def test_anthropic_messages_are_served_from_the_cache_in_their_own_format(stack):
+    client = anthropic.Anthropic(base_url=stack.url, api_key=KEYS["beta"], max_retries=0, timeout=120)
+    ask = {"model": "small", "max_tokens": 12, "messages": [{"role": "user", "content": "Name one planet."}],
+           "extra_headers": {"x-tiergate-cache-mode": "exact"}}  # sampled, but asked for by header
+    before = _entries(stack, "beta")
+    first = client.messages.with_raw_response.create(**ask)
+    assert first.headers["x-tiergate-cache"] == "miss"
+    _kept(stack, "beta", before + 1)
+    again = client.messages.with_raw_response.create(**ask)
+    assert again.headers["x-tiergate-cache"] == "hit"
+    one, two = first.parse(), again.parse()
+    assert two.content[0].text == one.content[0].text and two.usage == one.usage and two.id != one.id
+    with client.messages.stream(**ask) as streamed:  # a stream is its own entry: kept, then replayed
+        text = streamed.get_final_text()
+    _kept(stack, "beta", before + 2)
+    with client.messages.with_streaming_response.create(**ask, stream=True) as raw:
+        assert raw.headers["x-tiergate-cache"] == "hit"
+        events = [line for line in raw.iter_lines() if line.startswith("data:")]
+    deltas = [json.loads(line[5:]) for line in events]
+    assert "".join(d["delta"].get("text", "") for d in deltas if d.get("type") == "content_block_delta") == text
