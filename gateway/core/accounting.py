@@ -27,6 +27,7 @@ from ..config import Config, Tier
 from .metrics import METRICS, Counter, Gauge
 
 # Why a request ended on its tier (the decision's routed_by, a policy move split by direction).
+CACHE_RESULTS = ("hit", "miss", "bypass")  # what the response cache did for a request (gateway/cache/)
 ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")
 
 TOP_TIER_COST = Counter("tiergate_cost_top_tier_usd_total",
@@ -136,6 +137,11 @@ def publish_policy(config: Config) -> None:
                 METRICS.tokens.labels(name, tier.name, tier.model, direction)
             for reason in ROUTING_REASONS:
                 ROUTED.labels(name, tier.name, reason)
+        if config.cache.enabled:
+            for tier in config.tiers:
+                METRICS.cache_saved.labels(name, tier.name)
+                for result in CACHE_RESULTS:
+                    METRICS.cache.labels(name, tier.name, result)
         if name in tenants:
             _publish_budgets(name, tenants[name].policy.budgets)
 
