@@ -163,17 +163,22 @@ def start_sentinel_group(workdir: Path, password: str | None = None) -> Topology
     return top
 
 
-def start_cluster(workdir: Path, masters: int = 3, password: str | None = None) -> Topology:
-    """`masters` masters owning equal slot ranges, each with one replica."""
+def start_cluster(workdir: Path, masters: int = 3, password: str | None = None,
+                  tls: ServerTLS | None = None) -> Topology:
+    """`masters` masters owning equal slot ranges, each with one replica; with `tls`, clients, the
+    replication links and the cluster bus all speak only TLS, and the settings name the CA."""
     ports = [_cluster_port() for _ in range(2 * masters)]
     top = _with_password(Topology("cluster", {"mode": "cluster",
-                                              "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]}),
+                                              "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]}, tls=tls),
                          workdir, password)
+    if tls:
+        top.settings["tls"] = {"enabled": True, "ca_file": tls.ca_file}
     try:
         for port in ports:
+            over_tls = (*tls.server_flags(port), "--tls-cluster", "yes", "--tls-replication", "yes") if tls else ()
             top.servers[port] = _server(port, workdir / str(port), password, "--cluster-enabled", "yes",
                                         "--cluster-node-timeout", str(DOWN_AFTER_MS),
-                                        "--cluster-require-full-coverage", "no")
+                                        "--cluster-require-full-coverage", "no", *over_tls)
         for port in ports:
             _ping(top, port)
         clients = {p: top.client(p) for p in ports}

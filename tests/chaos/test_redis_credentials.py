@@ -1,6 +1,6 @@
 """Redis with a password in every mode the gateway speaks (one server, a Sentinel group whose
-Sentinels also ask for it and log in to the servers with auth-pass, a Cluster), and one server
-speaking only TLS under a CA made for the test: the gateway logs in from `password_file` (and
+Sentinels also ask for it and log in to the servers with auth-pass, a Cluster), and one server and
+a Cluster speaking only TLS (clients, replication, the cluster bus) under a CA made for the test: the gateway logs in from `password_file` (and
 checks the CA), admits and bills on it, while a client without the password is refused."""
 from __future__ import annotations
 
@@ -52,9 +52,10 @@ async def test_the_gateway_logs_in_with_the_password_in_every_mode(topology, fak
     await _served_and_billed(topology, fakes, gateway, http, tmp_path)
 
 
-async def test_a_tls_only_server_is_reached_through_the_configured_ca(fakes, gateway, http, tmp_path):
+@pytest.mark.parametrize("start", [start_single, start_cluster], ids=["single", "cluster"])
+async def test_tls_only_servers_are_reached_through_the_configured_ca(start, fakes, gateway, http, tmp_path):
     tls = local_server_tls(tmp_path / "tls")
-    top = start_single(tmp_path / "redis", password=PASSWORD, tls=tls)
+    top = start(tmp_path / "redis", password=PASSWORD, tls=tls)
     try:
         port = next(iter(top.servers))
         with pytest.raises(redis.ConnectionError):  # plain text is not spoken there
