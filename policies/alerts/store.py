@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.alerts.thresholds import Crossing
+from policies.atomic import Atomic
 
 _LUA = Path(__file__).resolve().parents[1] / "lua"
 KEPT = 10_000
@@ -66,13 +67,12 @@ class AlertStore:
 
     async def record(self, alert: dict, retry_at_ms: int | None) -> None:
         """Store the delivery's outcome; `retry_at_ms`: when to try again, None: no more tries."""
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(self.keys.records(), alert["id"], json.dumps(alert))
+        atomic = Atomic(self.redis).call("HSET", self.keys.records(), alert["id"], json.dumps(alert))
         if retry_at_ms is None:
-            pipe.zrem(self.keys.due(), alert["id"])
+            atomic.call("ZREM", self.keys.due(), alert["id"])
         else:
-            pipe.zadd(self.keys.due(), {alert["id"]: retry_at_ms})
-        await pipe.execute()
+            atomic.call("ZADD", self.keys.due(), retry_at_ms, alert["id"])
+        await atomic.run()
 
     async def page(self, limit: int, before: str | None) -> list[dict]:
         """Newest first; `before`: an alert id, the page starts after it."""

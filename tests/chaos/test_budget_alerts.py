@@ -26,10 +26,11 @@ BODY = {"model": "small", "messages": [{"role": "user", "content": "the same que
 
 
 class Receiver:
-    """Counts deliveries by idempotency id; refuses the first `failures`; holds `hold_path`'s first one."""
+    """Counts deliveries by idempotency id; refuses the first `failures`; with `hold_first`, never
+    answers the first delivery (its path, /a or /b, says which replica sent it: `held_path`)."""
 
-    def __init__(self, failures: int = 0, hold_path: str | None = None):
-        self.failures, self.hold_path = failures, hold_path
+    def __init__(self, failures: int = 0, hold_first: bool = False):
+        self.failures, self.hold_first, self.held_path = failures, hold_first, None
         self.accepted: Counter = Counter()  # idempotency id -> 2xx answers given
         self.seen: list[tuple[str, str]] = []  # (path, id) of every POST
         self.held = asyncio.Event()
@@ -44,7 +45,8 @@ class Receiver:
             return web.Response(status=401)
         key = request.headers["Idempotency-Key"]
         self.seen.append((request.path, key))
-        if request.path == self.hold_path and not self.held.is_set():
+        if self.hold_first and not self.held.is_set():
+            self.held_path = request.path
             self.held.set()
             await asyncio.sleep(3600)  # never answers: its replica dies holding it
         if self.failures > 0:
@@ -154,17 +156,18 @@ async def _all_delivered(http, url: str):
 
 
 async def test_a_replica_killed_mid_delivery_leaves_it_to_the_other(stack_factory):
-    receiver = Receiver(hold_path="/a")
+    receiver = Receiver(hold_first=True)
     hook, runner = await receiver.start()
     try:
         stack = await asyncio.to_thread(stack_factory, [hook + "/a", hook + "/b"])
         async with aiohttp.ClientSession() as http:
             await _spend_tenant(http, stack.urls, "spender")
-            await asyncio.wait_for(receiver.held.wait(), 30)  # replica a is posting one and waits
-            os.kill(stack.gateways[0].pid, signal.SIGKILL)
-            await wait_for(lambda: len(receiver.accepted) == 2, 40, what="both delivered by b")
+            await asyncio.wait_for(receiver.held.wait(), 30)  # one replica is posting an alert and waits
+            os.kill(stack.gateways[0 if receiver.held_path == "/a" else 1].pid, signal.SIGKILL)
+            await wait_for(lambda: len(receiver.accepted) == 2, 40, what="both delivered by the other")
     finally:
         await runner.cleanup()
-    held_id = next(key for path, key in receiver.seen if path == "/a")
+    held_id = next(key for path, key in receiver.seen if path == receiver.held_path)
+    other = "/b" if receiver.held_path == "/a" else "/a"
     assert all(n == 1 for n in receiver.accepted.values()) and held_id in receiver.accepted
-    assert any(path == "/b" and key == held_id for path, key in receiver.seen)
+    assert any(path == other and key == held_id for path, key in receiver.seen)

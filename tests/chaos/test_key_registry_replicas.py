@@ -135,8 +135,9 @@ async def test_a_revocation_while_the_subscription_is_cut_applies_after_reconnec
         assert (await chat(http, b, secret))[1] != "key_revoked"
     finally:
         await asyncio.to_thread(proxy.restore)
-    # stated: within 2 s of reconnecting (resubscribe 0.2 s, then the feed is read; the poll is 0.5 s)
-    await wait_for(lambda: serves(http, b, secret, (401, "key_revoked")), 2.0, interval_s=0.02,
+    # stated: within 3 s of reconnecting (resubscribe every 0.2 s, then the feed is read; the version
+    # poll, every 0.5 s here, catches it too); the margin is for a loaded machine
+    await wait_for(lambda: serves(http, b, secret, (401, "key_revoked")), 3.0, interval_s=0.02,
                    what="revocation on the reconnected replica")
 
 
