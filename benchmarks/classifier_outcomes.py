@@ -167,8 +167,8 @@ def table(result: dict) -> str:
 
 
 def project_sets() -> dict[str, Path]:
-    """Outcome files the project built (benchmarks/data/outcomes*.jsonl)."""
-    return {p.stem: p for p in sorted(SETS_DIR.glob("outcomes*.jsonl"))}
+    """Outcome files the project built: benchmarks/data/**/outcomes*.jsonl, named by their folder."""
+    return {(p.parent.name if p.stem == "outcomes" else p.stem): p for p in sorted(SETS_DIR.glob("**/outcomes*.jsonl"))}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -67,6 +67,7 @@ def fit(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int,
 
 FOLDS = 5
 MIN_CALIBRATION_ROWS = 40  # labelled pairs before the quality target is calibrated
+CALIBRATION_ROWS = 2000  # newest rows the out-of-fold needs come from: bounds the learner's refit time
 
 
 def fit_calibrated(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, dims: int, in_play: np.ndarray,
@@ -82,6 +83,8 @@ def fit_calibrated(numeric: np.ndarray, probs: np.ndarray, known: np.ndarray, di
     _, labelled = target_labels(known, top, "gain")
     if labelled.any(1).sum() < MIN_CALIBRATION_ROWS or len(in_play) < 2:
         return model
+    numeric, probs, known = numeric[-CALIBRATION_ROWS:], probs[-CALIBRATION_ROWS:], known[-CALIBRATION_ROWS:]
+    texts = texts[-CALIBRATION_ROWS:] if texts is not None else None
     fold = np.random.default_rng(seed).permutation(len(known)) % FOLDS
     need = np.zeros((len(known), len(LEVELS)))
     for f in range(FOLDS):

@@ -61,3 +61,26 @@ def test_threshold_for_rounds_up_to_a_calibrated_target():
     assert threshold_for(targets, thresholds, 0.9) == 0.3
     assert threshold_for(targets, thresholds, 0.91) == pytest.approx(0.2)
     assert threshold_for(targets, thresholds, 0.5) == 0.3
+
+
+def test_a_fitted_model_carries_its_calibration_once_it_has_enough_pairs(shipped):
+    from classifier.features import extract_many
+    from classifier.outcome_fit import MIN_CALIBRATION_ROWS, fit_calibrated
+    from classifier.outcome_model import known_levels
+    from classifier.static_vectors import DIMS
+
+    hard = [f"What is {a} times {b} in base {c}?" for a, b, c in zip(range(31, 61), range(17, 47), [3, 5, 7] * 10)]
+    easy = [f"Name a {thing}." for thing in ("fruit", "colour", "city", "river", "bird", "tree", "song", "sport",
+                                             "planet", "metal")] * 3
+    texts, numeric = extract_many([{"prompt": t} for t in hard + easy])
+    known = np.stack([known_levels({1: False, 4: True})] * len(hard) + [known_levels({1: True, 4: True})] * len(easy))
+    probs = shipped.probabilities(texts, numeric)
+    model = fit_calibrated(numeric, probs, known, DIMS, np.array([1, 4]), texts=texts)
+    assert len(known) >= MIN_CALIBRATION_ROWS and model.targets is not None
+    assert model.threshold_for(0.95) >= model.threshold_for(0.99)
+    learned = shipped.with_outcomes(model)
+    assert learned.thresholds == {k: model.threshold_for(0.95) for k in (2, 3, 4)}
+    assert learned.predict(prompt="What is 77 times 58 in base 3?").tier > 1  # levels 2, 3 untested: above 1
+    assert learned.predict(prompt="Name a flower.").tier == 1
+    few = fit_calibrated(numeric[:20], probs[:20], known[:20], DIMS, np.array([1, 4]))
+    assert few.targets is None and shipped.with_outcomes(few).thresholds == shipped.thresholds
