@@ -58,7 +58,8 @@ def cmd_predict(args) -> dict:
     if args.data:  # one JSON line per request, in input order
         requests = read_jsonl(args.data, need_label=False)
         for p in clf.predict_many(requests):
-            print(json.dumps({"tier": p.tier, "scores": [round(x, 6) for x in p.probs], "p_good": _by_level(p.p_good)}))
+            print(json.dumps({"tier": p.tier, "scores": [round(x, 6) for x in p.probs], "p_good": _by_level(p.p_good),
+                              "need": _by_level(p.need)}))
         return None
     if args.messages:
         requests = [{"messages": json.loads(args.messages)}]
@@ -116,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--prompt")
     group.add_argument("--messages", help="JSON list of {role, content}")
-    group.add_argument("--data", help="JSONL of requests: prints one {tier, scores, p_good} line per request")
+    group.add_argument("--data", help="JSONL of requests: prints one {tier, scores, p_good, need} line per request; "
+                       "scores rank requests by their need of a higher tier (P(level >= k) = need[k-1] once "
+                       "outcomes are learned)")
     p.set_defaults(run=cmd_predict)
 
     p = sub.add_parser("replay", help="a router on known outcomes: tier mix, quality, cost, APGR; against a "

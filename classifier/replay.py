@@ -107,7 +107,7 @@ def meets_target(result: dict, data: Outcomes, target: float, z: float = 1.645) 
     more than z standard errors of the held-out sample (small samples cannot refuse on noise alone)."""
     top_q = data.fixed(data.in_play[-1])[1]
     q, n = result["quality"], len(data.known)
-    return q + z * np.sqrt(max(q * (1 - q), 1e-12) / max(n, 1)) >= target * top_q
+    return bool(q + z * np.sqrt(max(q * (1 - q), 1e-12) / max(n, 1)) >= target * top_q)
 
 
 def no_worse(candidate: dict, serving: dict) -> bool:

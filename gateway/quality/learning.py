@@ -100,7 +100,7 @@ def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: 
         return report(1 - model.assess(numeric, probs, DIMS).need, data, thresholds if tau is None else [tau] * 3)
 
     s, c = replayed(serving), replayed(candidate)
-    target_met = candidate.targets is None or meets_target(c, data, DEFAULT_TARGET)
+    target_met = candidate.targets is None or bool(meets_target(c, data, DEFAULT_TARGET))
     return {"heldout": len(heldout), "serving": s, "candidate": c, "target_met": target_met,
             "accepted": no_worse(c, s) and target_met}
 
@@ -180,6 +180,8 @@ class OutcomeLearner:
             await self._decide()
 
     async def _decide(self) -> None:
+        from classifier.outcome_target import DEFAULT_TARGET
+
         base, batch = self._base(), self.pending
         self.pending = []
         if base is None:
@@ -204,7 +206,9 @@ class OutcomeLearner:
                  "heldout": verdict["heldout"],
                  "savings_at_95pct": {"serving": verdict["serving"]["savings_at_95pct"],
                                       "candidate": verdict["candidate"]["savings_at_95pct"]},
-                 "apgr": {"serving": verdict["serving"]["apgr"], "candidate": verdict["candidate"]["apgr"]}}
+                 "apgr": {"serving": verdict["serving"]["apgr"], "candidate": verdict["candidate"]["apgr"]},
+                 "quality_target_met": verdict["target_met"],
+                 "default_threshold": candidate.threshold_for(DEFAULT_TARGET)}
         self.history.append(event)
         log.warning("router candidate %s: %d new outcomes; on %d held out, savings at 95%% quality %.3f "
                     "(serving %.3f)", result, len(batch), verdict["heldout"],

@@ -63,8 +63,10 @@ def test_train_on_outcomes_moves_the_router(tmp_path, splits):
         lines[name] = [json.loads(line) for line in out]
         assert len(lines[name]) == 2
         for line in lines[name]:
-            assert set(line) == {"tier", "scores", "p_good"} and line["tier"] in (1, 2, 3, 4)
+            assert set(line) == {"tier", "scores", "p_good", "need"} and line["tier"] in (1, 2, 3, 4)
             assert len(line["scores"]) == 4 and sum(line["scores"]) == pytest.approx(1, abs=1e-4)
+            # scores rank by the need of a higher tier: P(level >= 2) is the gain forgone at level 1
+            assert sum(line["scores"][1:]) == pytest.approx(line["need"]["1"], abs=1e-5)
     # the taught request now looks harder; the unrelated one keeps its tier
     assert lines["after"][0]["scores"][3] > lines["before"][0]["scores"][3] + 0.2
     assert lines["after"][0]["tier"] >= 3

@@ -69,6 +69,7 @@ async def test_a_kind_failing_on_the_small_tier_is_sent_up_and_a_worse_candidate
         return router if router["swapped"] >= 1 else None
     router = await wait_for(learned, what="a candidate swapped in")
     assert router["history"][-1]["result"] == "swapped" and router["heldout"] >= 2
+    assert router["history"][-1]["quality_target_met"] is True  # a swap needs the guard's target check too
     after = await _route(http, gw, PROBE_KIND[0])
     assert after["p_good"]["1"] < 0.5 and after["classifier"]["evidence"]["1"] > 0
     assert await _tiers(http, gw, PROBE_KIND) == ["top"] * len(PROBE_KIND)
