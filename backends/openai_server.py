@@ -24,6 +24,7 @@ from .engine.model.models import model_dir
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
 from .serving.model_identity import model_identity
+from wire.model_identity import IDENTITY_HEADER, identity_digest
 from .serving.prompting import chat_prompt_ids
 from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
@@ -66,6 +67,7 @@ class WorkerAPI:
         self.usage_book = UsageBook()  # what recent requests generated, by the gateway's x-request-id
         self.started = int(time.time())
         self.identity = model_identity(engine.core.config, model_name)  # the gateway's cache keys on it
+        self.identity_digest = identity_digest(self.identity)
 
     def app(self, internal_key: str | None = None) -> web.Application:
         """With `internal_key`, every route but /health answers only a caller that sends it."""
@@ -77,7 +79,13 @@ class WorkerAPI:
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics_page)
         app.router.add_post("/v1/internal/requests/{request_id}/abort", self.abort)
+        app.on_response_prepare.append(self._say_identity)
         return app
+
+    async def _say_identity(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Every answer names the model that made it: the gateway keeps only answers of the
+        identity its card stated (a worker restarted with other weights is read again)."""
+        response.headers[IDENTITY_HEADER] = self.identity_digest
 
     # -- endpoints ---------------------------------------------------------------------
     async def models(self, request: web.Request) -> web.Response:

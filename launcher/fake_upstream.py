@@ -17,6 +17,8 @@ from collections import deque
 
 from aiohttp import web
 
+from wire.model_identity import IDENTITY_HEADER, identity_digest
+
 from webwire.internal_key import key_from_env
 
 from .fake_tallies import Tallies
@@ -58,6 +60,7 @@ class FakeUpstream:
         app.router.add_post("/v1/completions", self._completion)
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_get("/v1/models", self._models)
+        app.on_response_prepare.append(self._say_identity)
         app.router.add_get("/health", self._health)
         app.router.add_post("/v1/internal/requests/{id}/abort", self._abort)
         return app
@@ -73,6 +76,11 @@ class FakeUpstream:
             await asyncio.sleep(self.health_delay_s)
         return web.json_response({"status": "ok"} if self.healthy else {"status": "down"},
                                  status=200 if self.healthy else 503)
+
+    async def _say_identity(self, request, response):
+        """Like our workers: every answer names the model identity its card states."""
+        if self.identity is not None:
+            response.headers[IDENTITY_HEADER] = identity_digest(self.identity)
 
     async def _models(self, request):
         card = {"id": self.name, "object": "model"}

@@ -4,10 +4,11 @@ settings that change its numbers), and the tier's config version, so that a new 
 weights or a new upstream for the tier never serve the old one's answers."""
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from wire.model_identity import identity_digest
 
 from ..config import Config, Tier
 
@@ -16,8 +17,7 @@ UNSTATED = "-"  # a worker whose card states no identity (a foreign upstream)
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return identity_digest({"value": value})
 
 
 def stated_identity(card: Any) -> str:
@@ -28,7 +28,7 @@ def stated_identity(card: Any) -> str:
     stated = entry.get("identity")
     if not isinstance(stated, Mapping) or len(json.dumps(stated, default=str)) > MAX_IDENTITY_CHARS:
         return UNSTATED
-    return _digest(stated)
+    return identity_digest(stated)
 
 
 def config_version(tier: Tier) -> str:

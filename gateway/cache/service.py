@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from policies.config import CachePolicy
 from wire.errors import bad_request
+from wire.model_identity import IDENTITY_HEADER
 
 from ..core.metrics import METRICS
 from ..core.request import GatewayRequest
@@ -66,6 +67,17 @@ def deterministic(request: GatewayRequest) -> bool:
     return params.temperature == 0 or params.seed is not None
 
 
+def _as_carded(opened) -> bool:
+    """Whether the answer's worker is the model its card said (the identity every answer of our
+    workers names). One that is not was restarted as another build: its card is read again at
+    the next health round, and its answer is not kept under the old identity's key."""
+    said = opened.response.headers.get(IDENTITY_HEADER)
+    if said is None or said == opened.backend.identity:
+        return True  # a foreign upstream names none: its tier's config version stands for it
+    opened.backend.capabilities = opened.backend.identity = None
+    return False
+
+
 def _refuse(why: str) -> None:
     raise bad_request(why, param="cache.mode", code="cache_unavailable")
 
@@ -120,6 +132,8 @@ class ResponseCache:
         entry = self._entry(request, outcome, recorder)
         if entry is None:
             return None
+        if not _as_carded(outcome.opened):
+            return "stale_identity"
         value = entry.encode()
         if len(value) > self.settings.max_entry_bytes:
             return "too_large"

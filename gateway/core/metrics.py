@@ -86,7 +86,8 @@ class _Metrics:
                                    "(rate limit, budget, no worker)", ["outcome"])
         self.cache = Counter("tiergate_cache_total", "Response cache: requests served from it (hit), looked up "
                              "and not found (miss), not eligible or told not to read it (bypass); answers "
-                             "not kept (too_large, queue_full) and entries evicted", ["tenant", "tier", "result"])
+                             "not kept (too_large, queue_full, stale_identity: its worker is not the model its card "
+                             "said) and entries evicted", ["tenant", "tier", "result"])
         self.cache_saved = Counter("tiergate_cache_saved_usd_total", "The tier's price of answers served from the "
                                    "cache, less what they were billed", ["tenant", "tier"])
         self.backend_up = Gauge("tiergate_backend_up", "1 if the backend is eligible for traffic",

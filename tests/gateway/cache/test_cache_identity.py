@@ -48,3 +48,25 @@ async def test_a_worker_back_with_new_weights_never_serves_the_old_answers(fakes
         await wait_for(lambda: backend.identity == _stated(NEW), timeout_s=5)
         assert await _cached(client, "small") == "miss" and small.served == served + 1
         assert await _cached(client, "large") == "hit"
+
+
+async def test_an_answer_from_another_build_than_the_card_said_is_not_kept(fakes, gateway, redis_prefix):
+    """A worker restarted as another build faster than the health checks: its answers name the new
+    identity, so they are not kept under the old key, and its card is read again."""
+    (small, small_url), = await fakes(1)
+    small.identity = OLD
+    gw = await gateway(base_config([tier("small", 1, [small_url])], redis_prefix, cache={"enabled": True}))
+    backend = gw.state.services.upstreams.pools.by_tier["small"].backends[0]
+    await wait_for(lambda: backend.identity == _stated(OLD), timeout_s=5)
+    keyed_on = gw.state.services.cache.identities["small"]
+    async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
+        small.identity = NEW  # never down: the card the gateway read still says OLD
+        assert await _cached(client, "small") == "miss"
+        assert backend.identity is None or backend.identity == _stated(NEW)  # the card is asked again
+        await gw.state.services.cache.writes.drain()
+        assert not await _holds(gw, 1)  # the answer of the new build was not kept under OLD's key
+        await wait_for(lambda: backend.identity == _stated(NEW), timeout_s=5, what="the new card read")
+        await wait_for(lambda: gw.state.services.cache.identities["small"] != keyed_on, timeout_s=5)
+        assert await _cached(client, "small") == "miss"  # now keyed on the new identity, and kept
+        await wait_for(lambda: _holds(gw, 1), timeout_s=5, what="the new build's answer kept")
+        assert await _cached(client, "small") == "hit"

@@ -17,6 +17,7 @@ from policies.usage_log import read_records
 from tests.gateway.e2e_stack import MODEL
 from tests.support import Pending, wait_until
 from tests.support.stack import Stack
+from wire.model_identity import IDENTITY_HEADER, identity_digest
 
 KEYS = {"alpha": "sk-cache-live-alpha", "beta": "sk-cache-live-beta"}
 ADMIN = "sk-cache-live-admin"
@@ -73,6 +74,10 @@ def test_the_worker_states_its_model_identity(stack):
     identity = card["data"][0]["identity"]
     assert identity["model"] == MODEL and len(identity["weights_sha256"]) == 64
     assert identity["settings"]["device"] == "cpu"
+    answer = stack.request("POST", "/v1/chat/completions", json.dumps(
+        {"model": MODEL, "messages": QUESTION, "max_tokens": 2}).encode(), {"Content-Type": "application/json"},
+        url=stack.worker)
+    assert answer.status == 200 and answer.headers[IDENTITY_HEADER] == identity_digest(identity)
 
 
 def test_a_repeated_request_is_served_from_the_cache_with_a_fresh_id(stack):
