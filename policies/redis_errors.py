@@ -7,10 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import traceback
+from contextlib import contextmanager
+from typing import Iterator
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from wire.errors import OpenAIError
+
 REDIS_DOWN = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, TypeError, AttributeError)
+
+
+@contextmanager
+def unavailable_as_503(what: str) -> Iterator[None]:
+    """Redis away during an operator's call (the admin API): a 503 to retry, never a 500."""
+    try:
+        yield
+    except (RedisError, RedisClusterException, OSError, asyncio.TimeoutError) as exc:
+        raise OpenAIError(503, f"{what} unavailable ({type(exc).__name__}); try again", code="service_unavailable",
+                          headers={"Retry-After": "1"}) from None
 
 
 def unsent(exc: BaseException) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from policies.redis_errors import unavailable_as_503
 from policies.registry.admin import page_size
 from wire.errors import OpenAIError
 
@@ -15,7 +16,8 @@ async def list_alerts(request: web.Request) -> web.Response:
     if alerts is None:
         raise OpenAIError(404, "budget alerts need tenants and Redis", code="alerts_off")
     limit = page_size(request.query.get("limit"), 50)
-    page = await alerts.store.page(limit + 1, request.query.get("before"))
+    with unavailable_as_503("the alert store is"):
+        page = await alerts.store.page(limit + 1, request.query.get("before"))
     return web.json_response({"object": "list", "data": page[:limit], "has_more": len(page) > limit,
                               "last_id": page[:limit][-1]["id"] if page else None},
                              headers={"Cache-Control": "no-store"})

@@ -4,12 +4,16 @@ stream and this replica's audit file, and applied to this replica's copy before 
 the caller reads its own write here; other replicas follow within their propagation time)."""
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Callable
+
+from redis.exceptions import RedisError
 
 from wire.errors import OpenAIError
 
 from policies.config import PoliciesConfig
+from policies.redis_errors import unavailable_as_503
 from policies.registry import keygen, records
 from policies.registry.audit import AuditLine, entry
 from policies.registry.cache import RegistryCache
@@ -17,11 +21,17 @@ from policies.registry.store import KEY, TENANT
 from policies.usage_log import UsageLog
 
 MAX_PAGE = 1000
+_STREAM_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
 CAS_TRIES = 5  # concurrent changes of one record: read and try again this often, then 409
 
 
 def _not_found(what: str, name: str) -> OpenAIError:
     return OpenAIError(404, f"no {what} {name!r}", code=f"{what}_not_found")
+
+
+def _store():
+    """Redis away: a 503 to retry (a write that reached Redis before the error is in the audit)."""
+    return unavailable_as_503("the tenant and key store is")
 
 
 def page_size(value: Any, default: int = 100) -> int:
@@ -110,7 +120,8 @@ class RegistryAdmin:
                 "has_more": len(ids) > limit, "last_id": page[-1] if page else None}
 
     async def get_key(self, key_id: str) -> dict:
-        record = await self.store.get(KEY, key_id)
+        with _store():
+            record = await self.store.get(KEY, key_id)
         if record is None:
             raise _not_found("key", key_id)
         return records.public_key(record)
@@ -165,7 +176,10 @@ class RegistryAdmin:
 
     # -- audit -----------------------------------------------------------------------------------
     async def audit(self, limit: int, before: str | None) -> dict:
-        changes = await self.store.audit_page(limit + 1, before)
+        if before is not None and not _STREAM_ID.match(before):
+            raise OpenAIError(400, "'before' must be an audit entry id (as in last_id)", param="before")
+        with _store():
+            changes = await self.store.audit_page(limit + 1, before)
         page = changes[:limit]
         return {"object": "list", "data": [{"id": c.id, **c.entry} for c in page],
                 "has_more": len(changes) > limit, "last_id": page[-1].id if page else None}
@@ -174,13 +188,18 @@ class RegistryAdmin:
     async def _change(self, who: str, action: str, kind: str, target: str,
                       mutate: Callable[[dict | None], dict | None]) -> dict | None:
         for _ in range(CAS_TRIES):
-            before = await self.store.get(kind, target)
+            with _store():
+                before = await self.store.get(kind, target)
             after = mutate(before)
             change = entry(who, action, kind, target, before, after)
-            change_id = await self.store.write(kind, target, after, before, change)
+            with _store():
+                change_id = await self.store.write(kind, target, after, before, change)
             if change_id is not None:
                 self._audit_log().append(AuditLine(change_id, change))
-                await self.cache.catch_up()
+                try:
+                    await self.cache.catch_up()
+                except (RedisError, OSError):
+                    pass  # made and audited; this replica's copy follows when Redis answers again
                 return after
         raise OpenAIError(409, f"{kind} {target!r} kept changing under this request; try again", code="conflict")
 

@@ -162,3 +162,23 @@ async def test_tenant_with_live_keys_is_not_deleted(replicas):
     page = await a.admin.audit(10, None)
     assert [e["action"] for e in page["data"]][:3] == ["tenant.delete", "key.revoke", "key.create"]
     assert page["data"][0]["who"] == "ops" and page["data"][0]["before"]["name"] == "gone"
+
+
+async def test_redis_away_is_a_503_and_a_bad_cursor_a_400(replicas, tmp_path):
+    import redis.asyncio as aioredis
+
+    from policies.registry.admin import RegistryAdmin
+    from tests.support import free_port
+
+    a, = await replicas(1)
+    with pytest.raises(OpenAIError) as refused:
+        await a.admin.audit(10, "not-an-id")
+    assert refused.value.status == 400 and refused.value.param == "before"
+    dead = aioredis.Redis(port=free_port(), socket_timeout=0.5, socket_connect_timeout=0.5)
+    offline = RegistryAdmin(RegistryCache(RegistryStore(dead, "tgdead:"), 60), a.config, ["small"], lambda: None)
+    for call in (lambda: offline.create_tenant("ops", {"name": "x"}), lambda: offline.get_key("key_1"),
+                 lambda: offline.audit(5, None)):
+        with pytest.raises(OpenAIError) as refused:
+            await call()
+        assert refused.value.status == 503 and refused.value.code == "service_unavailable"
+    await dead.aclose()
