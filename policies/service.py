@@ -308,12 +308,11 @@ class PolicyService:
 
     async def _alert(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> None:
         """Budget thresholds this settle's spend reached alert once (policies/alerts/); never fails the settle."""
-        budgets = tenant.policy.budgets
-        if self.alerts is None or (budgets.daily_soft is None and budgets.daily_hard is None
-                                   and budgets.monthly_soft is None and budgets.monthly_hard is None):
+        found = self.alerts.unasked(tenant, periods) if self.alerts is not None else ()
+        if not found:
             return
         try:
-            await self.call_redis("alert", lambda: self.alerts.check(tenant, periods))
+            await self.call_redis("alert", lambda: self.alerts.fire(found))
         except RedisUnavailable:
             pass  # the next settle that reaches it asks again
 

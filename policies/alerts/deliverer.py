@@ -16,7 +16,7 @@ from typing import Any
 from policies import metrics
 from policies.alerts import webhook
 from policies.alerts.store import AlertStore
-from policies.alerts.thresholds import crossings
+from policies.alerts.thresholds import Crossing, crossings
 from policies.config import AlertSettings, Tenant
 from policies.process_wide import one_per_redis
 
@@ -31,11 +31,15 @@ class BudgetAlerts:
         self.store, self.settings = store, settings
         self._asked: set[str] = set()
 
-    async def check(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> None:
-        """Create the alerts `periods` (budget -> (period, settled spend)) reached, once each."""
-        for crossing in crossings(tenant.name, tenant.policy.budgets, periods, self.settings.thresholds_percent):
-            if crossing.id in self._asked:
-                continue
+    def unasked(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> list[Crossing]:
+        """The thresholds `periods` (budget -> (period, settled spend)) reached that this replica has
+        not asked Redis about yet: no Redis call at all for a settle below them or past them."""
+        found = crossings(tenant.name, tenant.policy.budgets, periods, self.settings.thresholds_percent)
+        return [c for c in found if c.id not in self._asked]
+
+    async def fire(self, found: list[Crossing]) -> None:
+        """Create each alert unless another settle (here or on another replica) already has."""
+        for crossing in found:
             created = await self.store.fire(crossing, time.time(), deliver=self.settings.webhook_url is not None)
             if len(self._asked) >= REMEMBERED:
                 self._asked.clear()
