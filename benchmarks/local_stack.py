@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from gateway.config import load_config
 from launcher.processes import free_port, wait_healthy
-from launcher.workers import local_workers
+from launcher.workers import ensure_worker_key, local_workers
 
 ROOT = Path(__file__).parents[1]
 
@@ -39,6 +39,7 @@ class LocalStack:
         self.log = Path(self.tmp.name) / "stack.log"
 
     def start(self) -> str:
+        ensure_worker_key()  # the launcher below inherits it: this process can reach the workers too
         ports = [urlsplit(url).port for url in local_workers(load_config(self.config))]
         busy = [p for p in ports if port_in_use(p)]
         if busy:

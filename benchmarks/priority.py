@@ -24,6 +24,7 @@ from benchmarks.local_stack import LocalStack
 from benchmarks.priority_batch import drain_direct, drain_via_api
 from benchmarks.priority_traffic import add_traffic_args, interactive_load, ttft_summary
 from gateway.config import load_config
+from launcher.workers import ensure_worker_key
 
 MAX_TTFT_RATIO, MIN_THROUGHPUT_RATIO = 1.5, 0.7
 
@@ -38,7 +39,7 @@ def _tier(config_path: str, name: str):
 async def drain(args, gateway: str, tier) -> dict:
     if args.batch_via == "api":
         return await drain_via_api(gateway, args.key, tier.name, args.batch_size, args.batch_max_tokens)
-    return await drain_direct([w.url for w in tier.workers], tier.model, args.batch_size, args.batch_max_tokens,
+    return await drain_direct(tier.workers, tier.model, args.batch_size, args.batch_max_tokens,
                               args.batch_concurrency)
 
 
@@ -104,13 +105,15 @@ def parse_args(argv=None):
     p.add_argument("--interactive-requests", type=int, default=60, help="interactive requests measured alone")
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--batch-via", choices=["api", "direct"], default="api",
-                   help="api: the gateway's /v1/batches; direct: straight to the tier's workers at batch priority")
+                   help="api: the gateway's /v1/batches; direct: straight to the tier's workers at batch priority "
+                        "(with --url, the stack's TIERGATE_WORKER_KEY must be exported: the workers want it)")
     p.add_argument("--batch-concurrency", type=int, default=8, help="--batch-via direct: requests in flight")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    ensure_worker_key()  # the config names it (the workers' key); a stack started here gets the same
     stack = None if args.url else LocalStack(args.config)
     gateway = args.url.rstrip("/") if args.url else stack.start()
     try:

@@ -10,7 +10,7 @@ import time
 
 import openai
 
-from benchmarks.priority_traffic import BatchLanes, chat_body
+from benchmarks.priority_traffic import BATCH_HEADERS, BatchLanes, chat_body
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 POLL_S = 0.5
@@ -60,8 +60,15 @@ async def drain_via_api(gateway: str, key: str, model: str, size: int, max_token
     return await asyncio.to_thread(_drain_via_api, gateway, key, model, size, max_tokens, timeout_s)
 
 
-async def drain_direct(worker_urls: list[str], model: str, size: int, max_tokens: int, concurrency: int) -> dict:
-    lanes = BatchLanes(worker_urls, model, concurrency, max_tokens, jobs=size, progress_every=50)
+async def drain_direct(workers, model: str, size: int, max_tokens: int, concurrency: int) -> dict:
+    """Straight to the tier's workers (its config entries), each with the key the gateway sends it."""
+    keys = {w.api_key for w in workers}
+    if len(keys) > 1:
+        raise SystemExit("--batch-via direct: this tier's workers take different keys; use --batch-via api")
+    key = keys.pop()
+    headers = {**BATCH_HEADERS, **({"Authorization": f"Bearer {key}"} if key else {})}
+    lanes = BatchLanes([w.url for w in workers], model, concurrency, max_tokens, jobs=size, headers=headers,
+                       progress_every=50)
     started = time.perf_counter()
     lanes.start()
     await lanes.wait()

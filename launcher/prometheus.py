@@ -8,7 +8,6 @@ under .cache/prometheus/ (kept between runs, 7 days). Grafana then points at the
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +17,7 @@ from urllib.parse import urlsplit
 from dashboards.scrape_config import render
 from gateway.config import load_config
 from launcher.processes import wait_healthy
-from launcher.workers import LOCAL_HOSTS, worker_keys, worker_targets
-from webwire.internal_key import WORKER_KEY_ENV, generated_key
+from launcher.workers import LOCAL_HOSTS, ensure_worker_key, worker_keys, worker_targets
 
 MODES = ("auto", "on", "off")
 ROOT = Path(__file__).parents[1]
@@ -33,7 +31,7 @@ class PrometheusUnavailable(RuntimeError):
 
 def default_scrape_config() -> str:
     """The scrape config of the default stack (`make run` on config/tiergate.yaml, port 8080)."""
-    os.environ.setdefault(WORKER_KEY_ENV, generated_key())  # the config names it; only the targets are read here
+    ensure_worker_key()  # the config names it; only the targets are read here
     return render("127.0.0.1:8080", worker_targets(load_config(DEFAULT_CONFIG)))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import signal
 import sys
 import time
@@ -26,8 +25,8 @@ from launcher import commands
 from launcher.group import ProcessGroup, clean_env
 from launcher.processes import wait_healthy
 from launcher.prometheus import PrometheusUnavailable, start as start_prometheus
-from launcher.workers import local_workers, threads_per_worker, worker_command, worker_env, worker_keys
-from webwire.internal_key import WORKER_KEY_ENV, generated_key
+from launcher.workers import (ensure_worker_key, local_workers, threads_per_worker, worker_command, worker_env,
+                              worker_keys)
 from webwire.trace_flags import as_flags
 
 
@@ -50,7 +49,7 @@ def _args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = _args(argv)
-    os.environ.setdefault(WORKER_KEY_ENV, generated_key())  # before the config reads it; the gateway inherits it
+    ensure_worker_key()
     try:
         config = load_config(args.config)
         workers = local_workers(config)

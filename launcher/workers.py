@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from gateway.config import ConfigError
 from launcher.group import clean_env
-from webwire.internal_key import WORKER_KEY_ENV
+from webwire.internal_key import WORKER_KEY_ENV, generated_key
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 
@@ -24,6 +24,13 @@ def local_workers(config) -> dict[str, tuple[str, tuple[str, ...]]]:
                 raise ConfigError(f"{config.source}: {spec.url} is listed twice with different models or "
                                   f"launch flags ({found[spec.url]}, {wanted}); one worker serves one model")
     return found
+
+
+def ensure_worker_key() -> str:
+    """The workers' key of this machine's stack: TIERGATE_WORKER_KEY as exported, else a fresh one
+    put in this process's environment, before a config naming it is read; the processes started
+    from here (the launcher's workers and gateway) inherit it."""
+    return os.environ.setdefault(WORKER_KEY_ENV, generated_key())
 
 
 def worker_keys(config) -> dict[str, str | None]:
