@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from policies.costs import usd_to_micro
 from typedconfig import MISSING, Fields, parse_section, setting
@@ -209,6 +210,15 @@ def _percentages(f: Fields, key: str) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
+def _zone(f: Fields, key: str) -> str:
+    name = f.string(key, "UTC")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        f.fail(key, f"must be an IANA time zone name such as UTC or Europe/Paris, got {name!r}")
+    return name
+
+
 def _webhook_url(f: Fields, key: str) -> str | None:
     url = f.string(key, None)
     if url is not None:
@@ -268,6 +278,9 @@ class PoliciesConfig:
                                                    "id the audit log names; admin_key_sha256 is one with scope "
                                                    "write and id `admin`.", items=AdminKey,
                                                parse=lambda f, key: _admin_keys(f, key))
+    timezone: str = setting("UTC", "IANA time zone in which budget and usage days and months begin (e.g. "
+                                   "Europe/Paris: at local midnight). Changing it starts new periods at once "
+                                   "(their spend counts from 0).", parse=_zone)
     key_sync_interval_s: float = setting(1.0, "How often each replica compares its copy of the API-managed "
                                               "tenants and keys with Redis's version, besides the pub/sub "
                                               "notice of each change (the upper bound of propagation while "

@@ -8,6 +8,7 @@ import os
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from redis.exceptions import MaxConnectionsError, OutOfMemoryError
@@ -63,14 +64,17 @@ class RedisFull(RedisUnavailable):
 
 
 def next_reset(now: datetime, what: str) -> datetime:
-    """When the `daily` or `monthly` budget period after `now` begins (UTC midnight)."""
+    """When the `daily` or `monthly` budget period after `now` begins: midnight in `now`'s time zone
+    (policy.timezone), as a UTC instant."""
     if what == "monthly":
-        return (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        local = (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    else:
+        local = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return local.astimezone(timezone.utc)  # across a DST change, wall-clock differences would be an hour off
 
 
 def _seconds_until(now: datetime, what: str) -> int:
-    return max(1, math.ceil((next_reset(now, what) - now).total_seconds()))
+    return max(1, math.ceil((next_reset(now, what) - now.astimezone(timezone.utc)).total_seconds()))
 
 
 class PolicyService:
@@ -85,7 +89,8 @@ class PolicyService:
         self.store = PolicyStore(redis, access.key_prefix, config.idempotency_ttl_s, access.timeout_s)
         self.replica = replica or ReplicaState(UsageLog(config.usage_log))
         self.usage_log = self.replica.usage_log
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        zone = ZoneInfo(config.timezone)  # days and months of budgets and usage begin at its midnight
+        self.clock = clock or (lambda: datetime.now(zone))
         self._prices: dict[str, TierPrice] = {}
         self._tiers_seen: Any = None
         self.update_tiers(tiers)

@@ -98,3 +98,40 @@ async def test_usage_shows_when_each_budget_period_starts_again(make_service):
     service.clock = lambda: datetime(2026, 2, 10, 8, 0, tzinfo=timezone.utc)
     report = await service.usage(service.authenticate("Bearer k"), days=1)
     assert report["resets_at"] == {"daily": "2026-02-11T00:00:00Z", "monthly": "2026-03-01T00:00:00Z"}
+
+
+async def test_periods_begin_at_midnight_in_the_configured_time_zone(make_service):
+    from datetime import datetime
+
+    from zoneinfo import ZoneInfo
+
+    service = make_service({"acme": {"keys": ["k"], "budgets": {"daily_usd": {"hard": 0.03}}}},
+                           timezone="America/New_York")
+    tenant = service.authenticate("Bearer k")
+    # 23:30 in New York on Nov 30 is Dec 1 in UTC: the spend belongs to New York's Nov 30
+    evening = datetime(2026, 11, 30, 23, 30, tzinfo=ZoneInfo("America/New_York"))
+    service.clock = lambda: evening
+    admission = await service.admit(tenant, "r1", 1000, 100)
+    await service.settle(admission, "r1", "expert", 1000, 1000)  # 0.04 USD: past the daily hard budget
+    report = await service.usage(tenant, days=1)
+    assert [d["date"] for d in report["days"]] == ["2026-11-30"] and report["month"] == "2026-11"
+    assert report["resets_at"] == {"daily": "2026-12-01T05:00:00Z", "monthly": "2026-12-01T05:00:00Z"}
+    with pytest.raises(OpenAIError) as refused:
+        await service.admit(tenant, "r2", 10, 10)
+    assert refused.value.code == "budget_exceeded" and refused.value.headers["Retry-After"] == "1800"
+    service.clock = lambda: datetime(2026, 12, 1, 0, 5, tzinfo=ZoneInfo("America/New_York"))  # a new local day
+    await service.admit(tenant, "r3", 10, 10)
+
+
+def test_a_period_that_spans_a_daylight_saving_change_ends_at_local_midnight():
+    from datetime import datetime, timezone
+
+    from zoneinfo import ZoneInfo
+
+    from policies.service import next_reset
+
+    paris = ZoneInfo("Europe/Paris")  # 2026-10-25 03:00 CEST becomes 02:00 CET: a 25-hour day
+    assert next_reset(datetime(2026, 10, 25, 1, 0, tzinfo=paris), "daily") == \
+        datetime(2026, 10, 25, 23, 0, tzinfo=timezone.utc)
+    assert next_reset(datetime(2026, 3, 10, 9, 0, tzinfo=paris), "monthly") == \
+        datetime(2026, 3, 31, 22, 0, tzinfo=timezone.utc)  # April begins in summer time
