@@ -92,9 +92,12 @@ class UsageLog:
 
 
 def read_records(paths: list[str]) -> list[UsageRecord]:
-    """All records of the given log files; a torn last line (crash mid-write) is skipped."""
+    """All records of the given log files; a torn last line (crash mid-write) is skipped. The audit
+    logs beside them (`audit-*.jsonl`, registry/audit.py) are passed over, so `<dir>/*.jsonl` works."""
     records = []
     for path in paths:
+        if os.path.basename(path).startswith("audit-"):
+            continue
         with open(path, encoding="utf-8") as fh:
             for number, line in enumerate(fh, 1):
                 if not line.endswith("\n"):

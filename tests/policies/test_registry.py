@@ -182,3 +182,16 @@ async def test_redis_away_is_a_503_and_a_bad_cursor_a_400(replicas, tmp_path):
             await call()
         assert refused.value.status == 503 and refused.value.code == "service_unavailable"
     await dead.aclose()
+
+
+async def test_rebuild_ledger_passes_over_the_audit_logs_beside_the_usage_logs(replicas, tmp_path):
+    import glob
+
+    from policies.usage_log import read_records
+
+    a, = await replicas(1)
+    await a.admin.create_tenant("ops", {"name": "logged"})  # opens the audit log in the usage-log folder
+    folder = a.replica.usage_log.settings.dir
+    files = glob.glob(f"{folder}/*.jsonl")
+    assert any("/audit-" in f for f in files)
+    assert read_records(files) == []  # no usage yet; the audit lines are not read as usage
