@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from wire.embeddings import encode_vector, parse_embeddings
 from webwire.errors import error_middleware, read_json_object
 from webwire.internal_key import key_middlewares
+from webwire.worker_api import EMBED, add_routes
 from wire.errors import OpenAIError, bad_request
 
 from .embed_batcher import EmbedBatcher, QueueFullError
@@ -38,10 +39,7 @@ class EmbedWorkerAPI:
         """With `internal_key`, every route but /health answers only a caller that sends it."""
         app = web.Application(middlewares=[error_middleware, *key_middlewares(internal_key)],
                               client_max_size=MAX_BODY_BYTES)
-        app.router.add_post("/v1/embeddings", self.embeddings)
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/health", self.health)
-        app.router.add_get("/metrics", self.metrics_page)
+        add_routes(app, self, {EMBED})
 
         async def lifecycle(_app):
             self.batcher.start()

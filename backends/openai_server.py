@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from wire import sse
 from webwire.errors import error_middleware, read_json_object
 from webwire.internal_key import key_middlewares
+from webwire.worker_api import GENERATE, add_routes
 from wire.errors import OpenAIError, bad_request
 from wire.requests import GenerationParams, parse_chat, parse_completion
 from wire.token_ids import check_token_ids
@@ -30,7 +31,8 @@ from .serving.sampling import engine_sampling, per_choice
 from .serving.streams import merged, open_streams
 from .serving.timing import RequestTimer
 from .serving.trace_phases import record_phases
-from .serving.usage_book import MAX_WAIT_S, UsageBook
+from .serving.abort_route import answer_abort
+from .serving.usage_book import UsageBook
 from .serving.tool_grammar import output_grammar, output_shape, uses_tools
 from .worker_metrics import WorkerMetrics
 
@@ -73,12 +75,7 @@ class WorkerAPI:
         """With `internal_key`, every route but /health answers only a caller that sends it."""
         app = web.Application(middlewares=[error_middleware, *key_middlewares(internal_key)],
                               client_max_size=MAX_BODY_BYTES)
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/completions", self.completions)
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/health", self.health)
-        app.router.add_get("/metrics", self.metrics_page)
-        app.router.add_post("/v1/internal/requests/{request_id}/abort", self.abort)
+        add_routes(app, self, {GENERATE})
         app.on_response_prepare.append(self._say_identity)
         return app
 
@@ -107,22 +104,7 @@ class WorkerAPI:
     async def abort(self, request: web.Request) -> web.Response:
         """Stop a request if it still runs and say what it generated: the gateway's way to bill
         a request whose client left before the usage came (a cut stream, a cancelled answer)."""
-        request_id = request.match_info["request_id"]
-        wait = request.query.get("wait_s", "2")
-        try:
-            wait_s = float(wait)
-        except ValueError:
-            wait_s = -1.0
-        if not 0 <= wait_s <= MAX_WAIT_S:
-            raise bad_request(f"'wait_s' must be a number of seconds from 0 to {MAX_WAIT_S:g}", param="wait_s")
-        tally = await self.usage_book.abort(request_id, wait_s)
-        if tally is None:
-            raise OpenAIError(404, f"no request {request_id!r} ran here in the last {self.usage_book.ttl_s:g} s",
-                              param="request_id", code="not_found")
-        prompt, completion = tally.prompt_tokens, tally.completion_tokens
-        return web.json_response({"object": "request.usage", "request_id": request_id, "finished": tally.done.is_set(),
-                                  "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                            "total_tokens": prompt + completion}})
+        return await answer_abort(self.usage_book, request)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         req = parse_chat(await read_json_object(request))

@@ -22,7 +22,6 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from launcher.fake_tallies import Tallies
 from launcher.fake_upstream import start_fake
 from launcher.heavy_prompts import PROMPTS, body, worker_prompt_tokens
 from launcher.processes import free_port, start_persistent_redis, stop_processes
@@ -132,7 +131,7 @@ async def _free_tokens(http, url: str, state, fakes: dict) -> dict:
         await _cut_stream(http, url)
         await _cancelled_whole(http, url)
     lines = await _batch_lines(state, retried_fake, 5)
-    generated = long_fake.tallies.generated + retried_fake.tallies.generated
+    generated = long_fake.generated + retried_fake.generated
     deadline = time.monotonic() + 10
     while True:  # the cancelled requests settle after their clients left
         _, billed = await _billed(http, url, "sk-metered")
@@ -169,7 +168,8 @@ async def _measure(work: Path) -> dict:
         fakes[name] = fake
         runners.append(runner)
     fakes["heavy"].count_prompt = worker_prompt_tokens
-    fakes["long"].tallies, fakes["retried"].tallies = Tallies(), Tallies()
+    for name in ("long", "retried"):  # they answer the abort route and pace whole answers, as workers do
+        fakes[name].abortable = fakes[name].paced = True
     path = work / "tiergate.yaml"
     path.write_text(yaml.safe_dump(_config(urls, redis_port, work / "usage")))
     state = GatewayState(load_config(path), str(path),

@@ -1,7 +1,9 @@
 """A fake OpenAI-compatible upstream, for gateway tests and the gateway benchmark.
 
-It answers /v1/chat/completions, /v1/completions (whole or SSE-streamed, with usage),
-/v1/models and /health instantly and deterministically, and can be told to misbehave:
+It serves the worker's API (webwire/worker_api.py: chat and text completions, whole or
+SSE-streamed with usage, embeddings, /v1/models, /health, /metrics, and the abort route that says
+what a request generated), instantly and deterministically, with the worker's checks and answer
+shapes (tests/backends/test_worker_api_shapes.py), and can be told to misbehave:
 answer 5xx, be unhealthy, hang, answer as a worker whose queue is full, or cut a stream after
 some chunks.
 Run alone: `python -m launcher.fake_upstream --port 9001 [--chunks 8]`; with TIERGATE_WORKER_KEY set,
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import time
 from collections import deque
@@ -19,11 +22,19 @@ from aiohttp import web
 
 from wire.model_identity import IDENTITY_HEADER, identity_digest
 
+from backends.serving.abort_route import answer_abort
+from backends.serving.model_identity import NUMERIC_SETTINGS
+from backends.serving.usage_book import UsageBook
+from webwire.errors import error_middleware, read_json_object
 from webwire.internal_key import key_from_env
-
-from .fake_tallies import Tallies
+from webwire.worker_api import EMBED, GENERATE, add_routes
+from wire.requests import parse_chat, parse_completion
 
 _DONE = b"data: [DONE]\n\n"
+# what a fake states it can do unless told otherwise: everything a gateway may ask of a worker
+STATED = {"tools": True, "structured_outputs": True, "logprobs": True, "n": True, "embeddings": False,
+          "max_context_tokens": 1 << 20, "vocab_size": 1 << 20}
+SETTINGS = {**dict.fromkeys(NUMERIC_SETTINGS), "device": "cpu", "kv_cache_dtype": "auto", "quant_group_size": 32}
 
 
 class FakeUpstream:
@@ -48,53 +59,61 @@ class FakeUpstream:
         self.seen: deque[dict] = deque(maxlen=256)  # recent request bodies and headers
         self.health_headers: deque[dict] = deque(maxlen=64)  # headers of recent GET /health calls
         self.api_key: str | None = None  # like `vllm serve --api-key`: generations without it get 401
-        self.capabilities: dict | None = None  # stated in its /v1/models card, as our own workers do
-        self.identity: dict | None = None  # the model identity its card states (our workers: name, weights digest)
+        # stated in its /v1/models card, as our own workers do; None: a foreign upstream's card, stating nothing
+        self.capabilities: dict | None = dict(STATED)
+        # the model identity its card states (our workers: name, settings, weights digest)
+        self.identity: dict | str = {"model": name, "settings": SETTINGS,
+                                     "weights_sha256": hashlib.sha256(name.encode()).hexdigest()}
         self.count_prompt = None  # body -> prompt tokens (a real tokenizer's count); None: a quarter of its JSON
         self.count_choices = False  # usage counts every one of the `n` choices (as OpenAI bills), not one
-        self.tallies: Tallies | None = None  # set: counts each generation by x-request-id, answers abort, paces
+        self.usage_book = UsageBook()  # what each generation counted, by x-request-id: the abort route's answers
+        self.abortable = False  # True: answers the abort route as our workers do (else 404, as a foreign upstream)
+        self.paced = False  # True: whole answers take a chunk delay per token too, so a timeout stops them part way
+        self.generated = 0  # prompt and completion tokens of every generation that ended
+        self.started = int(time.time())
 
     def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._completion)
-        app.router.add_post("/v1/embeddings", self._embeddings)
-        app.router.add_get("/v1/models", self._models)
+        app = web.Application(middlewares=[error_middleware])
+        add_routes(app, self, {GENERATE, EMBED})
         app.on_response_prepare.append(self._say_identity)
-        app.router.add_get("/health", self._health)
-        app.router.add_post("/v1/internal/requests/{id}/abort", self._abort)
         return app
 
-    async def _abort(self, request):
-        if self.tallies is None:  # like a foreign upstream: no such endpoint
+    async def abort(self, request):
+        if not self.abortable:  # like a foreign upstream: no such endpoint
             raise web.HTTPNotFound()
-        return await self.tallies.abort(request)
+        return await answer_abort(self.usage_book, request)
 
-    async def _health(self, request):
+    async def metrics_page(self, request):
+        """The gauges a worker's page has that the console reads, in Prometheus' text format."""
+        lines = [f"tiergate_worker_num_requests_running {self.in_flight}",
+                 "tiergate_worker_num_requests_waiting 0", f"tiergate_worker_requests_total {self.served}"]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+    async def health(self, request):
         self.health_headers.append({k.lower(): v for k, v in request.headers.items()})
         if self.health_delay_s:
             await asyncio.sleep(self.health_delay_s)
-        return web.json_response({"status": "ok"} if self.healthy else {"status": "down"},
-                                 status=200 if self.healthy else 503)
+        return web.json_response({"status": "ok" if self.healthy else "down", "model": self.name,
+                                  "running": self.in_flight, "waiting": 0}, status=200 if self.healthy else 503)
 
     async def _say_identity(self, request, response):
         """Like our workers: every answer names the model identity its card states."""
         if self.identity is not None:
             response.headers[IDENTITY_HEADER] = identity_digest(self.identity)
 
-    async def _models(self, request):
+    async def models(self, request):
+        """A card like our worker's (what it can do, which model it is), or a foreign upstream's."""
         card = {"id": self.name, "object": "model"}
         if self.capabilities is not None:
-            card["capabilities"] = self.capabilities
-        if self.identity is not None:
-            card["identity"] = self.identity
+            card.update({"created": self.started, "owned_by": "tiergate", "capabilities": self.capabilities,
+                         "generation_defaults": {}, "identity": self.identity})
         return web.json_response({"object": "list", "data": [card]})
 
     def _failing(self) -> web.Response:
         return web.json_response({"error": {"message": f"{self.name} failing on purpose", "type": "server_error",
                                             "param": None, "code": None}}, status=self.fail_status)
 
-    async def _embeddings(self, request):
+    async def embeddings(self, request):
         """Fixed 8-float vectors, one per input; a token per 4 characters of usage."""
         body = await request.json()
         if self.fail_status:
@@ -107,25 +126,32 @@ class FakeUpstream:
             "prompt_tokens": tokens, "total_tokens": tokens}, "data": [
             {"object": "embedding", "index": i, "embedding": [0.125] * 8} for i in range(len(inputs))]})
 
-    async def _chat(self, request):
+    async def chat(self, request):
         return await self._generate(request, chat=True)
 
-    async def _completion(self, request):
+    async def completions(self, request):
         return await self._generate(request, chat=False)
 
     async def _generate(self, request: web.Request, chat: bool):
-        body = json.loads(await request.read())
+        body = await read_json_object(request)
+        (parse_chat if chat else parse_completion)(body)  # the worker's own checks: the same 400s
         self.seen.append({"body": body, "headers": {k.lower(): v for k, v in request.headers.items()}})
         self.in_flight += 1
+        tally = self.usage_book.open(request.headers.get("x-request-id"))
+        tally.began()
+        counted = [0, 0]  # prompt and completion tokens so far, as the abort route reports them
         try:
-            return await self._answer(request, body, chat)
+            return await self._answer(request, body, chat, counted)
         except (asyncio.CancelledError, ConnectionError):
             self.disconnects += 1
             raise
         finally:
             self.in_flight -= 1
+            self.generated += sum(counted)
+            tally.ended(*counted)
+            tally.close()
 
-    async def _answer(self, request, body, chat):
+    async def _answer(self, request, body, chat, counted):
         if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             return web.json_response({"error": "Unauthorized"}, status=401)
         if self.hang:
@@ -149,44 +175,34 @@ class FakeUpstream:
         prompt_tokens = self.count_prompt(body) if self.count_prompt is not None else len(text) // 4 + 1
         n = min(self.chunks, body.get("max_tokens") or self.chunks)
         billed = n * (body.get("n") or 1) if self.count_choices else n
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": billed, "total_tokens": prompt_tokens + billed}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": billed, "total_tokens": prompt_tokens + billed,
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        counted[0] = prompt_tokens
         base = {"id": f"cmpl-{self.name}-{self.served}", "created": int(time.time()), "model": body.get("model")}
-        if self.tallies is not None:
-            return await self._counted(request, body, chat, base, n, usage)
         if body.get("stream"):
-            return await self._stream(request, body, chat, base, n, usage)
+            return await self._stream(request, body, chat, base, n, usage, counted)
+        for _ in range(n if self.paced else 0):  # one token per chunk delay, as a worker generates them
+            await asyncio.sleep(self.chunk_delay_s)
+            counted[1] += 1
+        counted[1] = billed
         return self._whole(body, chat, base, n, usage, text)
-
-    async def _counted(self, request, body, chat, base, n, usage):
-        """A generation counted in `tallies`, one token per chunk delay (whole answers too)."""
-        request_id = request.headers.get("x-request-id")
-        tally = self.tallies.open(request_id, usage["prompt_tokens"])
-        try:
-            if body.get("stream"):
-                return await self._stream(request, body, chat, base, n, usage, tally)
-            for _ in range(n):
-                await asyncio.sleep(self.chunk_delay_s)
-                tally.completion_tokens += 1
-            return self._whole(body, chat, base, n, usage, json.dumps(body.get("messages") or body.get("prompt")))
-        finally:
-            self.tallies.close(request_id, tally)
 
     def _whole(self, body, chat, base, n, usage, text):
         words = " ".join(f"w{i}" for i in range(n))
         reply = next((said for key, said in self.replies.items() if key in text), self.reply)
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": words}, "finish_reason": "length"} \
-                if reply is None else \
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}
+            choice = {"index": 0, "message": {"role": "assistant", "content": words}, "logprobs": None,
+                      "finish_reason": "length"} if reply is None else \
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "logprobs": None, "finish_reason": "stop"}
             obj = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         else:
             obj = {**base, "object": "text_completion",
-                   "choices": [{"index": 0, "text": words, "finish_reason": "length"}], "usage": usage}
+                   "choices": [{"index": 0, "text": words, "logprobs": None, "finish_reason": "length"}], "usage": usage}
         if not self.reports_usage:
             del obj["usage"]
         return web.json_response(obj, headers={"x-fake-upstream": self.name})
 
-    async def _stream(self, request, body, chat, base, n, usage, tally=None):
+    async def _stream(self, request, body, chat, base, n, usage, counted):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-fake-upstream": self.name})
         await response.prepare(request)
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -194,12 +210,11 @@ class FakeUpstream:
             if self.cut_after is not None and i == self.cut_after:
                 request.transport.close()  # a worker dying mid-stream
                 return response
-            delta = {"content": f"w{i} "} if chat else None
-            choice = {"index": 0, "delta": delta, "finish_reason": None} if chat else \
-                {"index": 0, "text": f"w{i} ", "finish_reason": None}
+            delta = {"role": "assistant", "content": f"w{i} "} if i == 0 else {"content": f"w{i} "}
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None} if chat else \
+                {"index": 0, "text": f"w{i} ", "logprobs": None, "finish_reason": None}
             await response.write(_event({**base, "object": kind, "choices": [choice]}))
-            if tally is not None:
-                tally.completion_tokens += 1
+            counted[1] = i + 1
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
         if (body.get("stream_options") or {}).get("include_usage") and self.reports_usage:

@@ -24,6 +24,7 @@ async def three_tiers(fakes, gateway, redis_prefix, http):
                           "embeddings": False, "max_context_tokens": 512}
     large.capabilities = {"tools": True, "structured_outputs": True, "logprobs": False, "n": False,
                           "embeddings": False, "max_context_tokens": 16384}
+    vllm.capabilities = None  # a foreign upstream: its card states nothing
     foreign = {**tier("vllm", 2, [vllm_url]), "capabilities": {"structured_outputs": True, "max_context_tokens": 4096}}
     doc = base_config([tier("small", 1, [small_url]), foreign, tier("large", 3, [large_url])], redis_prefix,
                       limits={"default_max_tokens": DEFAULT_MAX_TOKENS})
@@ -102,8 +103,9 @@ async def test_default_max_tokens_reaches_the_upstream(three_tiers):
 
 
 async def test_no_capable_tier_at_all_is_a_400(fakes, gateway, redis_prefix):
-    (_, url), = await fakes(1)
-    gw = await gateway(base_config([tier("only", 1, [url])], redis_prefix))  # a card that states nothing
+    (only, url), = await fakes(1)
+    only.capabilities = None  # a card that states nothing
+    gw = await gateway(base_config([tier("only", 1, [url])], redis_prefix))
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as client:
         with pytest.raises(openai.BadRequestError) as err:
             await client.chat.completions.create(model="auto", messages=HI,

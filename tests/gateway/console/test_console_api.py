@@ -171,8 +171,9 @@ async def test_workers_view_reads_what_each_upstream_exposes(gateway, fakes, htt
     rows = {row["url"]: row for row in view["workers"]}
     assert set(rows) == set(urls)
     assert rows[urls[0]]["tiers"] == ["small"] and rows[urls[1]]["tiers"] == ["large"]
-    # a fake upstream publishes no engine metrics: those columns are null, the gateway's own are there
-    assert all(row["healthy"] is True and row["running"] is None and row["breaker"] == "closed" for row in rows.values())
+    # a fake upstream publishes a worker's queue gauges (idle: 0) but no latency histograms
+    assert all(row["healthy"] is True and row["metrics_read"] is True and row["running"] == 0
+               and row["ttft_ms_p50"] is None and row["breaker"] == "closed" for row in rows.values())
     json.dumps(view)  # plain JSON all the way down
 
 
