@@ -8,6 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..admin import openapi as admin_openapi
+from ..cache import openapi as cache_openapi
 from ..dropin import openapi as dropin_openapi
 from ..batches import openapi as batches_openapi
 from ..console import routes as console_routes
@@ -183,6 +184,8 @@ SPEC["paths"].update(dropin_openapi.paths(_ERRORS, _json))
 SPEC["paths"].update(console_routes.describe(_json, _ERR))
 SCHEMAS.update(admin_openapi.SCHEMAS)
 SPEC["paths"].update(admin_openapi.paths(_ERRORS, _json))
+SCHEMAS.update(cache_openapi.SCHEMAS)
+SPEC["paths"].update(cache_openapi.paths(_ERRORS, _json))
 
 
 async def openapi_endpoint(request: web.Request) -> web.Response:
