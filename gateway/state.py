@@ -175,7 +175,8 @@ class GatewayState:
             return False
         warn_if_changed(self.services.config.tracing, new.tracing)
         self._publish(new, Pools(new, self.services.upstreams.pools), policy)
-        self._tasks.append(asyncio.create_task(self._start_policy_tasks()))  # new ones only (a new prefix)
+        if self.session is not None:  # started: begin the new policy's tasks (start() does it otherwise)
+            self._tasks.append(asyncio.create_task(self._start_policy_tasks()))  # new ones only (a new prefix)
         self.quality.configure(new.quality)
         self.services.sinks.activity.settings = new.console
         METRICS.reloads.labels("applied").inc()
