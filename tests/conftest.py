@@ -98,18 +98,19 @@ def default_classifier():
 
 @pytest.fixture
 async def gateway(tmp_path, default_classifier):
-    """gateway(config_dict, classifier=None, policy_factory=None) -> RunningGateway on a free loopback port."""
+    """gateway(config_dict, classifier=None, policy_factory=None, transport=None) -> RunningGateway on a free
+    loopback port; with a `transport` (tests/support/scripted_transport.py) no worker is reached over a socket."""
     from gateway.app import build_app, start_site
     from gateway.config import load_config
     from gateway.state import GatewayState
 
     running = []
 
-    async def make(doc: dict, classifier=None, policy_factory=None) -> RunningGateway:
+    async def make(doc: dict, classifier=None, policy_factory=None, transport=None) -> RunningGateway:
         path = tmp_path / f"tiergate-{len(running)}.yaml"
         path.write_text(yaml.safe_dump(doc))
         state = GatewayState(load_config(path), str(path), classifier=classifier or default_classifier,
-                             **({"policy_factory": policy_factory} if policy_factory else {}))
+                             transport=transport, **({"policy_factory": policy_factory} if policy_factory else {}))
         runner = await start_site(build_app(state), "127.0.0.1", 0)
         gw = RunningGateway(state, runner, f"http://127.0.0.1:{runner.addresses[0][1]}", path)
         running.append(gw)

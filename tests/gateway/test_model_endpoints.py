@@ -6,17 +6,18 @@ import openai
 import pytest
 
 from tests.gateway.gw_helpers import base_config, tier
+from tests.support.scripted_transport import ScriptedTransport, worker
 
 CHAT = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"]
 
 
 @pytest.fixture
-async def gw(fakes, gateway, redis_prefix):
-    (_, url), = await fakes(1)
+async def gw(gateway, redis_prefix):
+    url = "http://worker.test"  # played by the scripted transport: no socket on the worker's side
     doc = base_config([tier("small", 1, [url], model="chatty")], redis_prefix,
                       embeddings=[tier("vectors", 1, [url], model="mini-vec")],
                       aliases={"fast": "small", "text-embedding-3-small": "vectors"})
-    return await gateway(doc)
+    return await gateway(doc, transport=ScriptedTransport(worker))
 
 
 async def test_every_listed_name_says_its_endpoints(gw):

@@ -21,7 +21,7 @@ from gateway.state import GatewayState
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.in_process import services_for
-from tests.support.scripted_transport import ScriptedTransport
+from tests.support.scripted_transport import ScriptedTransport, worker
 
 HOLD = "x-test-hold"
 
@@ -42,14 +42,20 @@ class Held:
 
 
 @pytest.fixture
-async def reloading(tmp_path, redis_prefix, fakes):
+async def reloading(tmp_path, redis_prefix):
     """(url, send): a gateway whose one tier is `small` on worker A; `send(method, path, **kw)`
     holds the request after arrival, reloads to a config whose one tier is `tiny` on worker B,
-    then lets it go, and returns (status, headers, body, A's and B's request counts)."""
-    (a, url_a), (b, url_b) = await fakes(2)
+    then lets it go, and returns (status, headers, body, A's and B's generation counts). The
+    workers are played by the scripted transport."""
+    url_a, url_b = "http://worker-a.test", "http://worker-b.test"
+    transport = ScriptedTransport(worker)
+
+    def generations(url: str) -> int:
+        return sum(s.method == "POST" and s.url.startswith(url) for s in transport.sent)
+
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(base_config([tier("small", 1, [url_a])], redis_prefix)))
-    state = GatewayState(load_config(path), str(path), classifier=PromptLengthClassifier())
+    state = GatewayState(load_config(path), str(path), classifier=PromptLengthClassifier(), transport=transport)
     held = Held()
     app = build_app(state)
     app.middlewares.append(held.middleware)
@@ -65,7 +71,7 @@ async def reloading(tmp_path, redis_prefix, fakes):
             held.go.set()
             async with await call as response:
                 body = await response.json(content_type=None)
-                return response.status, response.headers, body, len(a.seen), len(b.seen)
+                return response.status, response.headers, body, generations(url_a), generations(url_b)
 
     yield send
     await runner.cleanup()

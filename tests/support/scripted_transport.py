@@ -94,3 +94,33 @@ def chat_answer(text: str = "ok", prompt_tokens: int = 5, completion_tokens: int
 def sse(*payloads: dict | str) -> list[bytes]:
     """Stream frames: each payload as one `data:` event ("[DONE]" as it is)."""
     return [b"data: " + (p.encode() if isinstance(p, str) else json.dumps(p).encode()) + b"\n\n" for p in payloads]
+
+
+def embeddings_answer(count: int, tokens: int = 3) -> dict:
+    return {"object": "list", "model": "m", "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "data": [{"object": "embedding", "index": i, "embedding": [0.125] * 8} for i in range(count)]}
+
+
+def worker(sent: Sent) -> Reply:
+    """A healthy worker of ours on every route a surface test needs: health, a card that states
+    nothing (the config's capabilities stand), chat and text completions (whole or streamed, with
+    usage) and embeddings. Tests that need other answers write a script of their own."""
+    path = sent.url.split("://", 1)[-1].split("/", 1)[-1].split("?")[0]
+    if sent.method == "GET":
+        return Reply(body={"status": "ok"} if path == "health" else {"object": "list", "data": []})
+    body = sent.json
+    if path == "v1/embeddings":
+        inputs = body.get("input")
+        return Reply(body=embeddings_answer(1 if isinstance(inputs, str) else len(inputs)))
+    answer = chat_answer("ok")
+    if path == "v1/completions":
+        answer = {**answer, "object": "text_completion",
+                  "choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}
+    if not body.get("stream"):
+        return Reply(body=answer)
+    kind = "chat.completion.chunk" if path == "v1/chat/completions" else "text_completion"
+    delta = {"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"} \
+        if kind == "chat.completion.chunk" else {"index": 0, "text": "ok", "finish_reason": "stop"}
+    envelope = {"id": "s", "object": kind, "created": 0, "model": "m"}
+    return Reply(headers={"Content-Type": "text/event-stream"}, chunks=sse(
+        {**envelope, "choices": [delta]}, {**envelope, "choices": [], "usage": answer["usage"]}, "[DONE]"))
