@@ -13,7 +13,7 @@ from typing import Callable
 from backends.engine import SamplingParams
 from backends.engine.core.llm_engine import LLMEngine
 from backends.engine.core.sequence import Sequence
-from backends.engine.spec.proposers import Draft
+from backends.engine.speculative.proposers import Draft
 
 # EngineConfig fields to change -> an engine on the target model (one model for every engine built)
 Build = Callable[..., LLMEngine]

@@ -47,7 +47,7 @@ INNER = [
     ("backends.engine.structured", "backends.engine", "backends.engine.structured"),
     ("backends.engine.quant", "backends.engine", "backends.engine.quant"),
     ("backends.engine.model", "backends.engine.core", "backends.engine.core.sequence"),
-    ("backends.engine.model", "backends.engine.spec", None),
+    ("backends.engine.model", "backends.engine.speculative", None),
     ("backends.engine.model", "backends.engine.structured", None),
 ]
 

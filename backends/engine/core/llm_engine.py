@@ -23,10 +23,10 @@ from ..quant.int4_checkpoints import checkpoint_int4_layers
 from ..model.model_runner import ModelRunner, load_model
 from ..model.plans import Decode, ExecutionPlan
 from ..quant.quantize import quantize_model
-from ..spec.proposers import Draft, DraftModelProposer, NgramProposer
+from ..speculative.proposers import Draft, DraftModelProposer, NgramProposer
 from .sampler import Sampled, launch_sample, verify
 from .scheduler import Scheduler
-from ..spec.spec_stats import SpecStats
+from ..speculative.spec_stats import SpecStats
 from .sequence import SamplingParams, Sequence
 
 DEFAULT_MAX_MODEL_LEN = 8192
