@@ -79,14 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CUDA: share of GPU memory for weights + KV pool; the pool gets what a profiled "
                              "forward leaves (--kv-cache-gb is then unused)")
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
-                        help="replay decode steps as CUDA graphs per batch-size bucket (default: on for CUDA, off on CPU)")
+                        help="CUDA: replay decode steps as CUDA graphs per batch-size bucket (default: on; "
+                             "on the CPU the worker refuses it: see --padded-decode)")
+    parser.add_argument("--padded-decode", action="store_true",
+                        help="CPU: run pure decode steps on the CUDA graphs' static, padded buffers, eagerly "
+                             "(nothing is captured): the graphs' path without a GPU, slower than --compile")
     parser.add_argument("--fuse-kernels", action=argparse.BooleanOptionalAction, default=None,
                         help="Llama/Qwen2/Qwen3: fused RMSNorm (with the residual add), rotary and SiLU-and-mul "
                              "kernels, merged q/k/v and gate/up projections (engine/model/fusion.py). Default: on for "
                              "CUDA, off on CPU; asked for on another family, the worker refuses to start")
     parser.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
                         help="launch the next decode step while the host reads this one's tokens (default: on "
-                             "with CUDA graphs, off otherwise; needs --cuda-graphs, not --speculative)")
+                             "with CUDA graphs, off otherwise; needs --cuda-graphs, on the CPU --padded-decode; not --speculative)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU: decode steps run as one compiled graph of the whole model, built before "
                              "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
@@ -131,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 def plan_settings(args: argparse.Namespace) -> dict:
     """--compile, --int4-dense-prefill and --kv-cache-dtype as given, else the device's fastest plan."""
     chosen = plan_defaults(resolve_device(args.device).type, args.quantization)
+    if args.padded_decode:  # the decode path asked for replaces the default one
+        chosen["compile_decode"] = False
     given = {"compile_decode": args.compile, "int4_dense_prefill": args.int4_dense_prefill,
              "kv_cache_dtype": args.kv_cache_dtype}
     settings = {name: chosen[name] if value is None else value for name, value in given.items()}
@@ -173,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
                               quant_group_size=args.quant_group_size, speculative=args.speculative,
                               num_speculative_tokens=args.num_speculative_tokens, draft_model=args.draft_model,
                               device=args.device, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                              cuda_graphs=args.cuda_graphs, fuse_kernels=args.fuse_kernels,
+                              cuda_graphs=args.cuda_graphs, padded_decode=args.padded_decode, fuse_kernels=args.fuse_kernels,
                               async_scheduling=args.async_scheduling, **plan_settings(args))
         app, _ = build_app(config, args.served_name, args.default_max_tokens,
                            generation_overrides=args.override_generation_config, internal_key=internal_key)

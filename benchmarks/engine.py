@@ -141,7 +141,7 @@ def build_engine(args, device: torch.device, dtype: torch.dtype) -> LLMEngine:
     config = EngineConfig(model=args.model, max_num_batched_tokens=args.max_num_batched_tokens,
                           max_num_seqs=args.max_num_seqs,
                           kv_cache_bytes=2 << 30, device=device.type, dtype=str(dtype).split(".")[-1],
-                          cuda_graphs=args.cuda_graphs, compile_decode=args.compile, kv_cache_dtype=args.kv_cache_dtype)
+                          cuda_graphs=args.cuda_graphs, padded_decode=args.padded_decode, compile_decode=args.compile, kv_cache_dtype=args.kv_cache_dtype)
     if args.model in ARCHITECTURES:
         return LLMEngine(config, model=random_model(args.model, device, dtype, args.seed))
     return LLMEngine(config)
@@ -217,6 +217,7 @@ def main() -> None:
                         help="default: bfloat16 on CUDA, float32 on CPU")
     parser.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None,
                         help="decode CUDA graphs (default: on for CUDA)")
+    parser.add_argument("--padded-decode", action="store_true", help="CPU: the worker's --padded-decode")
     parser.add_argument("--compile", action="store_true", help="compiled decode steps on CPU (the worker's --compile)")
     parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto", help="the worker's --kv-cache-dtype")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight for the throughput run")

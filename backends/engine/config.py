@@ -23,10 +23,13 @@ class EngineConfig:
     kv_cache_dtype: str | None = None  # None/"auto": the model's; "bfloat16" on CPU: half the KV bytes (device.py)
     device: str = "cpu"  # "auto" | "cpu" | "cuda", "auto" resolved here, once; the worker's --device defaults to auto
     gpu_memory_utilization: float | None = 0.9  # CUDA: share of the GPU for weights + KV pool (None: use kv_cache_bytes)
-    cuda_graphs: bool | None = None  # decode steps replay CUDA graphs; None: on for CUDA, off for CPU (engine/model/cuda_graphs.py)
+    cuda_graphs: bool | None = None  # CUDA: decode steps replay captured graphs; None: on for CUDA (engine/model/cuda_graphs.py)
+    # CPU: pure decode steps run the decode graphs' static, padded buffers eagerly (nothing captured),
+    # so that path runs without a GPU; slower than compile_decode (engine/model/cuda_graphs.py)
+    padded_decode: bool = False
     fuse_kernels: bool | None = None  # fused norm/rotary/SiLU kernels, merged projections; None: on for CUDA, off for CPU (engine/model/fusion.py)
     # launch the next decode step before this one's tokens are read (engine/core/llm_engine.py); None: on
-    # where decode graphs are captured (CUDA), off elsewhere; True on CPU needs cuda_graphs=True
+    # where decode graphs are captured (CUDA), off elsewhere; True on CPU needs padded_decode=True
     async_scheduling: bool | None = None
     compile_decode: bool = False  # CPU: decode steps run one whole-model torch.compile graph (engine/model/compiled_decode.py)
     seed: int = 0  # engine-wide generator for unseeded sampling
@@ -39,12 +42,16 @@ class EngineConfig:
 
     def __post_init__(self):
         # refused here, before any weights load; on CUDA the plan refuses compile_decode alone
-        if self.compile_decode and self.cuda_graphs:
-            raise ValueError("compile_decode and cuda_graphs are two decode paths: choose one")
+        paths = [name for name in ("compile_decode", "cuda_graphs", "padded_decode") if getattr(self, name)]
+        if len(paths) > 1:
+            raise ValueError(f"{' and '.join(paths)} are different decode paths: choose one")
         if self.device == "auto":
             from .model.device import resolve_device  # torch only to resolve "auto": the settings need none
 
             self.device = resolve_device(self.device).type
+        if self.cuda_graphs and self.device != "cuda":
+            raise ValueError("cuda_graphs (--cuda-graphs) captures decode steps on a CUDA device; on the CPU, "
+                             "padded_decode (--padded-decode) runs the same padded decode buffers eagerly")
         defaults = defaults_for(self.device)
         if self.max_num_batched_tokens is None:
             self.max_num_batched_tokens = defaults.max_num_batched_tokens

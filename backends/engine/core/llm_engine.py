@@ -107,7 +107,7 @@ class LLMEngine:
                 and self.proposer is None
         if wanted and self.runner.decode_graphs is None:
             raise ValueError("async_scheduling needs the decode graphs' persistent batch: cuda_graphs "
-                             "(on CPU, cuda_graphs=True), not compile_decode or eager decode")
+                             "(on CPU, padded_decode), not compile_decode or eager decode")
         if wanted and self.proposer is not None:
             raise ValueError("async_scheduling and speculative decoding cannot be combined: a step's drafts "
                              "need the previous step's tokens on the host")

@@ -25,7 +25,7 @@ by one in place; only a new block's table entry is written; slots are gathered f
 Any other step (batch or order changed, prompt chunks, drafts) refills the buffers from the host.
 This is what lets the engine launch a step before the host has seen the last one's tokens.
 
-On CPU (only when asked for: `cuda_graphs=True`) the same static-buffer path runs eagerly,
+On CPU (only when asked for: `padded_decode=True`) the same static-buffer path runs eagerly,
 so bucketing, padding and the scratch block are tested without a GPU
 (tests/backends/engine/model/test_cuda_graphs.py); the capture-and-replay logic runs on CPU too, with
 the capture itself stood in for (engine/model/plans.py, tests/backends/engine/model/test_plans.py).

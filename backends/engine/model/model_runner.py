@@ -124,7 +124,7 @@ class ModelRunner:
             cpu_kernels.available()  # built or loaded now, never while a step is traced
         self.decode_graphs = self.compiled = None  # set below; the profiling forward runs eagerly
         self.num_blocks = config.num_blocks or self._pool_blocks()
-        graphs = max_model_len is not None and self.plan.decode in (Decode.GRAPHS, Decode.STATIC)
+        graphs = max_model_len is not None and self.plan.decode in (Decode.GRAPHS, Decode.PADDED)
         # with graphs, one block past the block manager's num_blocks takes padded tokens' K/V
         self.kv_caches = self._allocate_pool(self.num_blocks + (1 if graphs else 0))
         if graphs:

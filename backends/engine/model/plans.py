@@ -34,7 +34,7 @@ from .fusion import fuse_model
 class Decode(StrEnum):
     EAGER = "eager"  # every step through the model as loaded
     GRAPHS = "cuda-graphs"  # pure decode steps replay one captured graph per batch bucket
-    STATIC = "static"  # the graphs' static, padded buffers, run eagerly (CPU: tests that path)
+    PADDED = "padded"  # CPU: the graphs' static, padded buffers run eagerly, nothing captured (config.padded_decode)
     COMPILED = "compiled"  # CPU: one whole-model torch.compile graph per decode step
 
 
@@ -84,8 +84,9 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
     capture) with `attend` and `fused_ops` choose the CUDA plan for tensors on another device, as
     tests do on CPU; `kv_budget` replaces the GPU memory queries that size the pool."""
     if device.type == "cuda" or capture is not None:
-        if config.compile_decode:
-            raise ValueError("compile_decode (--compile) is for the CPU: on CUDA, decode steps replay CUDA graphs")
+        for name in ("compile_decode", "padded_decode"):
+            if getattr(config, name):
+                raise ValueError(f"{name} is a CPU decode path: on CUDA, decode steps replay CUDA graphs (cuda_graphs)")
         utilization = config.gpu_memory_utilization
         if kv_budget is None and utilization is not None and config.num_blocks is None:
             kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=device)
@@ -94,8 +95,7 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
                              moves_inputs=True, kv_budget=kv_budget,
                              capture=capture or partial(capture_cuda_graph, device=device),
                              fuse=fusion(config, "cuda", lambda: fused_ops or triton_ops()))
-    graphs = defaults_for("cpu").cuda_graphs if config.cuda_graphs is None else config.cuda_graphs
-    decode = Decode.COMPILED if config.compile_decode else Decode.STATIC if graphs else Decode.EAGER
+    decode = Decode.COMPILED if config.compile_decode else Decode.PADDED if config.padded_decode else Decode.EAGER
     return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget,
                          fuse=fusion(config, "cpu", lambda: fused_ops or TORCH_OPS))
 

@@ -43,8 +43,18 @@ def test_given_flags_win_and_other_workers_keep_the_plain_plan():
     assert _settings("--compile")["compile_decode"] is True
 
 
-def test_a_refused_setting_ends_the_start_with_one_line():
-    with pytest.raises(SystemExit) as exited:  # two decode paths on CPU: the plan refuses them by name
-        worker.main(["--model", "smollm2-135m", "--device", "cpu", "--compile", "--cuda-graphs"])
-    assert str(exited.value.code).startswith("tiergate worker: compile_decode and cuda_graphs")
+def test_padded_decode_replaces_the_default_decode_path_but_not_a_given_one():
+    assert _settings("--quantization", "int4", "--padded-decode")["compile_decode"] is False
+    assert _settings("--quantization", "int4", "--padded-decode", "--compile")["compile_decode"] is True
+
+
+@pytest.mark.parametrize("flags, refusal", [
+    (["--compile", "--padded-decode"], "compile_decode and padded_decode are different decode paths"),
+    (["--cuda-graphs"], "cuda_graphs (--cuda-graphs) captures decode steps on a CUDA device; on the CPU, "
+                        "padded_decode (--padded-decode)"),
+])
+def test_a_refused_setting_ends_the_start_with_one_line(flags, refusal):
+    with pytest.raises(SystemExit) as exited:  # refused by name, before any weights load
+        worker.main(["--model", "smollm2-135m", "--device", "cpu", *flags])
+    assert str(exited.value.code).startswith(f"tiergate worker: {refusal}")
 

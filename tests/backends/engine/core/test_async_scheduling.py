@@ -22,19 +22,19 @@ def model():
 
 
 def test_it_is_on_only_where_it_can_be_and_refused_by_name_elsewhere(model):
-    assert not engine(model).async_scheduling and not engine(model, cuda_graphs=True).async_scheduling
-    assert engine(model, cuda_graphs=True, async_scheduling=True).async_scheduling
+    assert not engine(model).async_scheduling and not engine(model, padded_decode=True).async_scheduling
+    assert engine(model, padded_decode=True, async_scheduling=True).async_scheduling
     with pytest.raises(ValueError, match="async_scheduling needs"):
         engine(model, async_scheduling=True)
     with pytest.raises(ValueError, match="async_scheduling and speculative"):
-        engine(model, cuda_graphs=True, async_scheduling=True, speculative="ngram")
+        engine(model, padded_decode=True, async_scheduling=True, speculative="ngram")
 
 
 def test_the_worker_flag_reaches_the_engine():
     parse = worker.build_parser().parse_args
     assert parse(["--model", "m"]).async_scheduling is None
     assert parse(["--model", "m", "--no-async-scheduling"]).async_scheduling is False
-    with pytest.raises(SystemExit) as exited:  # on CPU without --cuda-graphs: refused by name
+    with pytest.raises(SystemExit) as exited:  # on CPU without --padded-decode: refused by name
         worker.main(["--model", "smollm2-135m", "--device", "cpu", "--async-scheduling"])
     assert str(exited.value.code).startswith("tiergate worker: async_scheduling needs")
 
@@ -48,7 +48,7 @@ def test_outputs_are_token_identical_with_and_without_it(model, temperature, num
     work = workload(seed=7, temperature=temperature, stop_token=stop_token)
     expected = run(engine(model, num_blocks=num_blocks), work)
     assert "stop" in expected[1] and "length" in expected[1]
-    overlapped = engine(model, num_blocks=num_blocks, cuda_graphs=True, async_scheduling=True)
+    overlapped = engine(model, num_blocks=num_blocks, padded_decode=True, async_scheduling=True)
     assert run(overlapped, work) == expected
     assert overlapped.num_steps_ahead > 0
     assert overlapped.block_manager.num_free_blocks == overlapped.block_manager.num_blocks
@@ -59,7 +59,7 @@ def test_dropped_tokens_are_not_counted(model):
     plain = run(engine(model), workload(seed=3))
     work = workload(seed=3, stop_token=plain[0][0][1])
     work.joins = {0: list(range(len(work.requests)))}  # all at once: the same steps either way
-    engines = [engine(model, cuda_graphs=True, async_scheduling=flag) for flag in (False, True)]
+    engines = [engine(model, padded_decode=True, async_scheduling=flag) for flag in (False, True)]
     outputs = [run(e, work) for e in engines]
     assert outputs[0] == outputs[1] and engines[1].num_steps_ahead > 0
     sync, overlapped = engines
@@ -69,7 +69,7 @@ def test_dropped_tokens_are_not_counted(model):
 
 
 def _fail_one_step(model, async_scheduling: bool, failing_call: int):
-    e = engine(model, cuda_graphs=True, async_scheduling=async_scheduling)
+    e = engine(model, padded_decode=True, async_scheduling=async_scheduling)
     params = SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True)
     first = [e.add_request(list(range(20 + i, 31 + i)), params) for i in range(3)]
     OutOfMemoryAt(e.runner, {failing_call})
@@ -98,7 +98,7 @@ def test_a_step_run_ahead_that_fails_fails_its_own_requests_one_call_later_as_wi
 def served():
     """The bundled model behind an AsyncEngine, with async scheduling on and off."""
     model, _, tokenizer = bundled("smollm2-135m")
-    engines = {flag: AsyncEngine(LLMEngine(EngineConfig(model="s", num_blocks=256, cuda_graphs=True,
+    engines = {flag: AsyncEngine(LLMEngine(EngineConfig(model="s", num_blocks=256, padded_decode=True,
                                                         async_scheduling=flag), model=model, tokenizer=tokenizer))
                for flag in (False, True)}
     yield engines

@@ -1,4 +1,4 @@
-"""The decode-graph path (engine/model/cuda_graphs.py) run eagerly on CPU: bucketing, padding, static
+"""The decode-graph path (engine/model/cuda_graphs.py) run eagerly on CPU (padded_decode): bucketing, padding, static
 buffers and the scratch block, with the torch reference attention. Capture and replay, with
 the capture stood in for, are in test_plans.py."""
 from __future__ import annotations
@@ -30,8 +30,8 @@ def case():
     return model, prompts, params, expected
 
 
-def engine(model, graphs: bool, **overrides) -> LLMEngine:
-    config = EngineConfig(model="test", block_size=4, num_blocks=512, max_num_seqs=8, cuda_graphs=graphs, **overrides)
+def engine(model, padded: bool, **overrides) -> LLMEngine:
+    config = EngineConfig(model="test", block_size=4, num_blocks=512, max_num_seqs=8, padded_decode=padded, **overrides)
     return LLMEngine(config, model=model)
 
 

@@ -23,7 +23,7 @@ def test_continued_steps_give_the_plain_paths_tokens(model, temperature, num_blo
     join later, and the small pool preempts."""
     work = workload(seed=5, temperature=temperature)
     expected = run(engine(model, num_blocks=num_blocks), work)
-    persistent = engine(model, num_blocks=num_blocks, cuda_graphs=True)
+    persistent = engine(model, num_blocks=num_blocks, padded_decode=True)
     assert run(persistent, work) == expected
     graphs = persistent.runner.decode_graphs
     assert graphs.refills[False] > 0 and graphs.refills[True] > 0 and graphs.block_writes > 0
@@ -33,7 +33,7 @@ def test_continued_steps_give_the_plain_paths_tokens(model, temperature, num_blo
 
 
 def test_a_continuing_step_builds_nothing_from_the_hosts_lists(model):
-    e = engine(model, cuda_graphs=True)
+    e = engine(model, padded_decode=True)
     seqs = [e.add_request(list(range(10 + i, 17 + 2 * i)), SamplingParams(max_tokens=12, temperature=0.0,
                                                                          ignore_eos=True)) for i in range(3)]
     rebuilt = []
@@ -57,7 +57,7 @@ def test_a_continuing_step_builds_nothing_from_the_hosts_lists(model):
 
 def test_a_step_through_another_path_leaves_nothing_to_continue(model):
     """A step through another path (a prompt chunk beside the decodes) leaves the buffers stale."""
-    e = engine(model, cuda_graphs=True)
+    e = engine(model, padded_decode=True)
     params = SamplingParams(max_tokens=10, temperature=0.0, ignore_eos=True)
     e.add_request(list(range(30, 40)), params)
     e.step()

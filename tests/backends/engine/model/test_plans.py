@@ -25,14 +25,18 @@ def _config(**overrides) -> EngineConfig:
 def test_each_device_gets_one_plan_and_conflicting_paths_are_refused():
     assert choose_plan(_config(), CPU).decode == Decode.EAGER
     assert choose_plan(_config(compile_decode=True), CPU).decode == Decode.COMPILED
-    assert choose_plan(_config(cuda_graphs=True), CPU).decode == Decode.STATIC
+    assert choose_plan(_config(padded_decode=True), CPU).decode == Decode.PADDED
     cuda = cuda_plan_on_cpu(_config(), kv_bytes=KV_BYTES)
     assert cuda.decode == Decode.GRAPHS and cuda.moves_inputs and cuda.name == "cpu/cuda-graphs"
     assert cuda_plan_on_cpu(_config(cuda_graphs=False), kv_bytes=KV_BYTES).decode == Decode.EAGER
-    with pytest.raises(ValueError, match="compile_decode"):
-        cuda_plan_on_cpu(_config(compile_decode=True))
-    with pytest.raises(ValueError, match="choose one"):  # refused with the settings, before weights load
-        _config(compile_decode=True, cuda_graphs=True)
+    for cpu_path in ("compile_decode", "padded_decode"):
+        with pytest.raises(ValueError, match=f"{cpu_path} is a CPU decode path"):
+            cuda_plan_on_cpu(_config(**{cpu_path: True}))
+    # refused with the settings, before weights load
+    with pytest.raises(ValueError, match="compile_decode and padded_decode are different decode paths"):
+        _config(compile_decode=True, padded_decode=True)
+    with pytest.raises(ValueError, match="on the CPU, padded_decode"):  # CPU's graph path has its own name
+        _config(cuda_graphs=True)
 
 
 def test_step_limits_fit_the_device():
