@@ -1,6 +1,8 @@
-"""What the engine does on each device for a setting left unset: the one table of them. Keys are
-device types ("cpu", "cuda"): `EngineConfig` resolves "auto" once (model/device.py's resolve_device)
-before any of these is read. The figures behind them are in docs/gpu.md and docs/engine-cpu.md."""
+"""What differs per device: the one table of it, the defaults of settings left unset and what the
+device itself does differently. Keys are device types ("cpu", "cuda"): `EngineConfig` resolves
+"auto" once (model/device.py's resolve_device) before any of these is read; the plan
+(model/plans.py) is chosen from it, and the rest of the engine reads the plan or this table, never
+the device type. The figures behind them are in docs/gpu.md and docs/engine-cpu.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,13 +19,25 @@ class DeviceDefaults:
     dtype: str
     cuda_graphs: bool  # pure decode steps replay captured graphs (engine/model/cuda_graphs.py)
     fuse_kernels: bool  # fused norm/rotary/SiLU kernels, merged projections (engine/model/fusion.py)
+    # what the device does, not a setting:
+    # weights are copied out of safetensors' memory map once (matmuls on file-backed pages ran far
+    # slower on CPU); a move to a GPU leaves the map behind anyway
+    weights_out_of_map: bool
+    host_kernels: bool  # our C++ CPU kernels (kernels/cpu_kernels.py), loaded before any step is traced
+    narrow_kv_pool: bool  # a KV pool narrower than the model (bf16 under fp32) is served: CPU attention only
+    device_memory: bool  # the device answers memory queries: weights fit, pool sizing, metrics
+    runs_ahead: bool  # the device runs ahead of the host: tokens come back through pinned memory and an event
 
 
 DEFAULTS = {
     "cpu": DeviceDefaults(max_num_batched_tokens=512, max_num_seqs=64, dtype="float32",
-                          cuda_graphs=False, fuse_kernels=False),
+                          cuda_graphs=False, fuse_kernels=False,
+                          weights_out_of_map=True, host_kernels=True, narrow_kv_pool=True, device_memory=False,
+                          runs_ahead=False),
     "cuda": DeviceDefaults(max_num_batched_tokens=4096, max_num_seqs=256, dtype="bfloat16",
-                           cuda_graphs=True, fuse_kernels=True),
+                           cuda_graphs=True, fuse_kernels=True,
+                           weights_out_of_map=False, host_kernels=False, narrow_kv_pool=False, device_memory=True,
+                           runs_ahead=True),
 }
 
 
@@ -31,9 +45,9 @@ def defaults_for(device_type: str) -> DeviceDefaults:
     return DEFAULTS["cuda" if device_type == "cuda" else "cpu"]
 
 
-# The worker's plan flags left unset: the fastest CPU plan for an int4 model (docs/engine-cpu.md):
-# decode steps compiled with the weights frozen in, dense weights for prompt chunks, a bf16 KV
-# pool. Elsewhere nothing was measured faster than the plain settings.
+# The worker's plan flags left unset. For an int4 model on CPU: decode steps compiled with the
+# weights frozen in, dense weights for prompt chunks, a bf16 KV pool (the fastest plan measured:
+# docs/engine-cpu.md, "The default plan for an int4 worker"); elsewhere the plain settings.
 FAST_INT4_CPU = {"compile_decode": True, "int4_dense_prefill": True, "kv_cache_dtype": "bfloat16"}
 PLAIN = {"compile_decode": False, "int4_dense_prefill": False, "kv_cache_dtype": "auto"}
 

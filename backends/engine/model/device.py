@@ -31,8 +31,9 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
 KV_CACHE_DTYPES = ("auto", "bfloat16")
 
 
-def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """The KV pool's dtype: the model's unless `name` says bfloat16 (CPU only). A bf16 pool under
+def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, narrow_allowed: bool) -> torch.dtype:
+    """The KV pool's dtype: the model's unless `name` says bfloat16, where the device serves a pool
+    narrower than the model (`narrow_allowed`: device_defaults.py, on the CPU). A bf16 pool under
     an fp32 model halves the bytes that each decode step reads from it, as llama.cpp's f16
     cache does; the rounding makes greedy output differ from fp32 now and then."""
     if name in (None, "auto"):
@@ -40,7 +41,7 @@ def resolve_kv_dtype(name: str | None, model_dtype: torch.dtype, device: torch.d
     dtype = getattr(torch, name, None)
     if dtype not in (torch.bfloat16, torch.float32):
         raise ValueError(f"kv_cache_dtype must be auto, bfloat16 or float32, not {name!r}")
-    if dtype != model_dtype and device.type != "cpu":
+    if dtype != model_dtype and not narrow_allowed:
         raise ValueError("a KV cache dtype other than the model's is supported on the CPU only")
     return dtype
 
@@ -85,7 +86,7 @@ def tensor_bytes(tensors) -> int:
 def gpu_memory(model: torch.nn.Module, kv_caches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, int] | None:
     """Bytes of weights, KV pool and the allocator's peak, for the worker's metrics; None on CPU."""
     first = next(model.parameters(), None)
-    if first is None or first.device.type != "cuda":
+    if first is None or not defaults_for(first.device.type).device_memory:
         return None
     return {
         "weights": tensor_bytes(list(model.parameters()) + list(model.buffers())),
@@ -101,7 +102,7 @@ class HostCopy:
 
     def __init__(self, *tensors: torch.Tensor):
         self.event = None
-        if tensors and tensors[0].device.type == "cuda":
+        if tensors and defaults_for(tensors[0].device.type).runs_ahead:
             pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
             for host, t in zip(pinned, tensors):
                 host.copy_(t, non_blocking=True)

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from ..device_defaults import defaults_for
 from .device import DoesNotFit
 from .model_runner import load_model
 
@@ -120,7 +121,7 @@ def load_fitting(path: Path, dtype: torch.dtype, device: torch.device, quantizat
     """load_model, checked first on CUDA; an OutOfMemoryError during the load (the estimate missed
     something) becomes the same one-line DoesNotFit."""
     need = None
-    if device.type == "cuda" and utilization is not None:
+    if defaults_for(device.type).device_memory and utilization is not None:
         shapes = safetensors_shapes(path)
         if shapes:
             need = weight_need(shapes, dtype, quantization, group_size, packed_bytes(path))

@@ -18,12 +18,12 @@ import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface
 
-from kernels import cpu_kernels
 from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention,
                                      static_decode_attention)
 
 from .compiled_decode import CompiledDecode
 from ..config import EngineConfig
+from ..device_defaults import defaults_for
 from .cuda_graphs import DecodeGraphRunner
 from .device import resolve_kv_dtype
 from ..quant.int4_checkpoints import folder_format, load_int4_checkpoint
@@ -72,10 +72,10 @@ def load_model(path, dtype: torch.dtype = torch.float32, device: torch.device = 
         model = load_int4_checkpoint(path, checkpoint, dtype, device, ATTN_IMPLEMENTATION)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION)
-    if device.type == "cpu":
+    if defaults_for(device.type).weights_out_of_map:
         move_to_anonymous_memory(model)
     else:
-        model.to(device)  # the copy to the GPU leaves the memory-mapped file behind anyway
+        model.to(device)
     return model.eval()
 
 
@@ -113,15 +113,14 @@ class ModelRunner:
         self.kv_heads = text_config.num_key_value_heads
         self.head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
         self.dtype = model.dtype
-        self.kv_dtype = resolve_kv_dtype(config.kv_cache_dtype, model.dtype, model.device)
         self.block_size = config.block_size
         self.device = model.device
         self.plan = plan or choose_plan(config, self.device)
-        self.plan.prepare(model)  # fused kernels (engine/model/fusion.py) before the pool is sized and graphs captured
+        self.kv_dtype = resolve_kv_dtype(config.kv_cache_dtype, model.dtype, self.plan.defaults.narrow_kv_pool)
+        # kernels loaded, fused kernels swapped in (engine/model/fusion.py) before the pool is sized and graphs captured
+        self.plan.prepare(model)
         self.workspace = GatherWorkspace()
         self.attention_modules = attention_modules(model, self.num_layers)
-        if self.device.type == "cpu":
-            cpu_kernels.available()  # built or loaded now, never while a step is traced
         self.decode_graphs = self.compiled = None  # set below; the profiling forward runs eagerly
         self.num_blocks = config.num_blocks or self._pool_blocks()
         graphs = max_model_len is not None and self.plan.decode in (Decode.GRAPHS, Decode.PADDED)

@@ -21,11 +21,12 @@ from typing import Callable
 
 import torch
 
+from kernels import cpu_kernels
 from kernels.fused_reference import TORCH_OPS, FusedOps, triton_ops
 from kernels.paged_attention import paged_attention
 
 from ..config import EngineConfig
-from ..device_defaults import defaults_for
+from ..device_defaults import DeviceDefaults, defaults_for
 from .cuda_graphs import capture_cuda_graph
 from .device import profiled_kv_bytes
 from .fusion import fuse_model
@@ -41,6 +42,7 @@ class Decode(StrEnum):
 @dataclass(frozen=True)
 class ExecutionPlan:
     device: torch.device
+    defaults: DeviceDefaults  # what the plan's device does (device_defaults.py): CUDA's for the CUDA plan anywhere
     decode: Decode
     attend: Callable  # paged attention over the pool (torch/C++ on CPU, Triton on CUDA)
     moves_inputs: bool  # step metadata is built on the host and copied over once per step
@@ -54,6 +56,8 @@ class ExecutionPlan:
 
     def prepare(self, model: torch.nn.Module) -> None:
         """What the plan changes in the model, once, before the pool is sized and graphs are captured."""
+        if self.defaults.host_kernels:
+            cpu_kernels.available()  # built or loaded now, never while a step is traced
         if self.fuse is not None:
             self.fuse(model)
 
@@ -90,12 +94,13 @@ def choose_plan(config: EngineConfig, device: torch.device, *, kv_budget: Callab
         utilization = config.gpu_memory_utilization
         if kv_budget is None and utilization is not None and config.num_blocks is None:
             kv_budget = partial(profiled_kv_bytes, utilization=utilization, device=device)
-        graphs = defaults_for("cuda").cuda_graphs if config.cuda_graphs is None else config.cuda_graphs
-        return ExecutionPlan(device, Decode.GRAPHS if graphs else Decode.EAGER, attend or triton_attention(),
+        cuda = defaults_for("cuda")
+        graphs = cuda.cuda_graphs if config.cuda_graphs is None else config.cuda_graphs
+        return ExecutionPlan(device, cuda, Decode.GRAPHS if graphs else Decode.EAGER, attend or triton_attention(),
                              moves_inputs=True, kv_budget=kv_budget,
                              capture=capture or partial(capture_cuda_graph, device=device),
                              fuse=fusion(config, "cuda", lambda: fused_ops or triton_ops()))
     decode = Decode.COMPILED if config.compile_decode else Decode.PADDED if config.padded_decode else Decode.EAGER
-    return ExecutionPlan(device, decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget,
+    return ExecutionPlan(device, defaults_for("cpu"), decode, attend or paged_attention, moves_inputs=False, kv_budget=kv_budget,
                          fuse=fusion(config, "cpu", lambda: fused_ops or TORCH_OPS))
 

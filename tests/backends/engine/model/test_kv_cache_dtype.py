@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from backends.engine import EngineConfig, SamplingParams
+from backends.engine.device_defaults import defaults_for
 from backends.engine.model.device import resolve_kv_dtype
 from backends.engine.core.llm_engine import LLMEngine
 from kernels.paged_attention import AttentionMetadata, PrefillChunk, paged_attention
@@ -15,7 +16,8 @@ from tests.support.prompts import random_prompts
 from tests.kernels.attention_reference import dense_reference
 from tests.backends.models import tiny_llama
 
-CPU, CUDA = torch.device("cpu"), torch.device("cuda")
+# whether each device serves a pool narrower than the model, as its plan reads it
+CPU, CUDA = defaults_for("cpu").narrow_kv_pool, defaults_for("cuda").narrow_kv_pool
 
 
 def test_the_pool_dtype_is_the_models_unless_bf16_is_asked_for_on_the_cpu():
