@@ -37,6 +37,7 @@ BLEND_ROWS = 25
 SHARPNESS = 15.0
 NEIGHBOURS = 32
 CAPACITY = 8192  # newest outcomes kept: bounds memory and the per-request scan (~8192 x 64 floats)
+SLICE = 2048  # memory rows per similarity product
 FILE = "outcomes.npz"
 
 
@@ -84,7 +85,9 @@ class OutcomeMemory:
         if not len(self):
             zeros = np.zeros((len(queries), len(LEVELS)))
             return Evidence(zeros, zeros.copy(), zeros.copy(), zeros.copy())
-        sims = queries @ self.vectors.T  # [M, N]
+        # in slices small enough that OpenBLAS keeps each product on this thread: its threads
+        # waiting for a core on a busy host cost milliseconds (docs/routing.md, serving latency)
+        sims = np.hstack([queries @ self.vectors[i:i + SLICE].T for i in range(0, len(self), SLICE)])  # [M, N]
         k = min(NEIGHBOURS, sims.shape[1])
         near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
         weights = np.exp(SHARPNESS * (np.take_along_axis(sims, near, 1) - 1.0))[:, :, None]  # [M, k, 1]

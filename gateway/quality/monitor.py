@@ -37,6 +37,12 @@ def top_tier(config):
     return max(config.tiers, key=lambda t: t.level)
 
 
+def reference_tier(config, usable: tuple[str, ...]):
+    """The tier a request's answer is judged against: the best its tenant may use and that can serve
+    it (a verdict is then a pair of tiers the tenant has), the top tier when the decision named none."""
+    return max((t for t in config.tiers if t.name in usable), key=lambda t: t.level, default=top_tier(config))
+
+
 class QualityMonitor:
     """What it needs of the process, and nothing more: `snapshot` returns the current config
     (tiers, Redis key prefix), `classifier` holds the classifier in use (the swapper replaces
@@ -115,7 +121,7 @@ class QualityMonitor:
         if random.random() >= (q.sampling_rate if rate is None else rate):
             return None
         try:
-            top = top_tier(config)
+            top = reference_tier(config, route.decision.usable_tiers)
             c = route.classification
             candidate, shadow = route.tier, False
             unshifted = route.decision.unshifted_tier
@@ -129,7 +135,7 @@ class QualityMonitor:
             predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
             return Sample(request_id=request.id, tenant=request.tenant.name,
                           kind=request.kind, body=request.body, route=route, candidate_tier=candidate, shadow=shadow,
-                          predicted_level=predicted)
+                          predicted_level=predicted, reference_tier=top)
         except Exception:
             log.exception("quality sampling failed to start")
             return None
@@ -147,7 +153,7 @@ class QualityMonitor:
                 sample.served_body = opened.body
             if not sample.shadow and opened.tier.name != sample.candidate_tier.name:
                 sample.candidate_tier = opened.tier  # failover served it elsewhere: judge that tier
-                if opened.tier.level >= top_tier(self.snapshot()).level:
+                if opened.tier.level >= sample.reference_tier.level:
                     return
             try:
                 self.queue.put_nowait(sample)
@@ -178,9 +184,10 @@ class QualityMonitor:
 
     async def _process(self, sample: Sample) -> None:
         q, config = self.config, self.snapshot()
-        top, candidate_tier = top_tier(config), config.tier(sample.candidate_tier.name)
-        if candidate_tier is None:
-            raise LookupError(f"tier {sample.candidate_tier.name} is gone after a reload")
+        top, candidate_tier = config.tier(sample.reference_tier.name), config.tier(sample.candidate_tier.name)
+        if candidate_tier is None or top is None:
+            gone = sample.candidate_tier.name if candidate_tier is None else sample.reference_tier.name
+            raise LookupError(f"tier {gone} is gone after a reload")
         if sample.shadow:
             candidate = await self._ask(sample, candidate_tier)
             served_top = sample.served_tier.level >= top.level

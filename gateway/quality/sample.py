@@ -25,6 +25,7 @@ class Sample:
     candidate_tier: object  # config.Tier judged by this sample
     shadow: bool  # True: the request was moved off candidate_tier; its answer must be asked for
     predicted_level: int | None  # the classifier's own level (before any quality adjustment)
+    reference_tier: object = None  # config.Tier the answer is judged against: the best the tenant may use
     served_tier: object = None
     served_body: bytes | None = None
     events: list[bytes] = field(default_factory=list)

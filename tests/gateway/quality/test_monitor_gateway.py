@@ -121,3 +121,21 @@ async def _cap_gone(gw) -> bool:
 async def _sampled(http, gw, n: int):
     q = await _quality(http, gw)
     return q if q["tiers"]["small"]["recent"]["samples"] >= n else None
+
+
+async def test_answers_are_judged_against_the_best_tier_the_tenant_may_use(fakes, gateway, redis_prefix, http):
+    """A tenant without the top tier: its small tier's answers are re-asked of the middle tier, the
+    best it may use, so every verdict is a pair of tiers it has; the top tier is never asked."""
+    (small, small_url), (mid, mid_url), (top, top_url) = await fakes(3)
+    doc = two_tier_config(small_url, top_url, redis_prefix, {"sampling_rate": 1.0, "refresh_s": 0.2})
+    doc["tiers"].insert(1, {"name": "mid", "level": 2, "model": "m-mid", "price_per_mtok": {"input": 1, "output": 2},
+                            "workers": [{"url": mid_url}]})
+    doc["tenants"] = {"narrow": {"allowed_tiers": ["small", "mid"]}}
+    doc["policy"] = {"anonymous_tenant": "narrow"}
+    gw = await gateway(doc)
+    for content in EASY[:3]:
+        assert await _chat(http, gw, content) == "small"
+
+    learner = gw.state.quality.learner  # a verdict becomes an outcome last, after its re-ask and its count
+    await wait_for(lambda: learner.counts["outcomes"] >= 3, what="three verdicts learned from")
+    assert mid.served >= 3 and top.served == 0
