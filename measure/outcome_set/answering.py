@@ -44,7 +44,9 @@ def read_answers(path: Path) -> dict[str, dict]:
 
 
 def load_engine(level: Level) -> LLMEngine:
-    plan = plan_defaults("cpu", level.quantization)
+    """The worker's CPU plan for the level, but decode left eager: compiling costs minutes here, more
+    than it saves on short answers whose cost is mostly their prompts."""
+    plan = {**plan_defaults("cpu", level.quantization), "compile_decode": False}
     return LLMEngine(EngineConfig(model=level.model, quantization=level.quantization, kv_cache_bytes=256 << 20,
                                   **plan))
 
@@ -106,12 +108,24 @@ class Progress:
             self.log(f"{self.name}: {self.done}/{self.total} answered, {rate:.2f}/s, ETA {left:.0f} s")
 
 
+def interleaved(items: list[dict]) -> list[dict]:
+    """The items in turns over their families (each family's first, then each one's second, ...), so a
+    run stopped part way has answered a sample of every family and difficulty, not the first families."""
+    turn: dict[str, int] = {}
+    keyed = []
+    for n, item in enumerate(items):
+        turn[item["family"]] = turn.get(item["family"], -1) + 1
+        keyed.append((turn[item["family"]], n, item))
+    return [item for _, _, item in sorted(keyed, key=lambda k: k[:2])]
+
+
 def answer_level(level: Level, items: list[dict], folder: Path, log: Callable[[str], None],
                  batch: int = BATCH, engine: LLMEngine | None = None) -> int:
-    """Answer the items `folder`'s answers file for the level lacks; returns how many were answered now."""
+    """Answer the items `folder`'s answers file for the level lacks, in turns over the families;
+    returns how many were answered now."""
     path = answers_path(folder, level.level)
     done = read_answers(path)
-    todo = [item for item in items if item["id"] not in done]
+    todo = interleaved([item for item in items if item["id"] not in done])
     log(f"level {level.level} ({level.model}, {level.quantization or 'fp32'}, {level.prompt}): "
         f"{len(done)} answered before, {len(todo)} to go")
     if not todo:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from measure.outcome_set.answering import interleaved
 from measure.outcome_set.checkers import is_correct
 from measure.outcome_set.generate import FAMILIES, LEVELS, generate
 from measure.outcome_set.question import CHOICE, KINDS
@@ -45,3 +46,12 @@ def test_each_reference_answer_passes_its_own_checker_bare_and_in_a_sentence():
     for item in generate():
         assert is_correct(item, item["answer"]), item
         assert is_correct(item, f"The answer is {item['answer']}."), item
+
+
+def test_answering_takes_the_families_in_turns():
+    items = generate()
+    order = interleaved(items)
+    assert sorted(i["id"] for i in order) == sorted(i["id"] for i in items)
+    first = order[:len(FAMILIES) * 3]
+    assert Counter(i["family"] for i in first) == {name: 3 for name in FAMILIES}
+    assert {i["difficulty"] for i in first} == set(LEVELS)
