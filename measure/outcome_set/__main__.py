@@ -1,7 +1,7 @@
 """`python -m measure.outcome_set answer|build`: answer the generated questions per tier level with our
 engine, then merge the answers into outcome lines (benchmarks/data/outcome_set/README.md).
 
-    flock /tmp/tiergate-heavy.lock timeout 2400 python -m measure.outcome_set answer --levels 2 1 4
+    python -m measure.outcome_set answer --levels 1   # one process per level, side by side
     python -m measure.outcome_set build --out FILE
 """
 from __future__ import annotations
@@ -40,6 +40,9 @@ def _items(args) -> list[dict]:
 
 
 def answer(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
     items = _items(args)
     for level in _levels(args).values():
         answer_level(level, items, args.answers, log, args.batch)
@@ -68,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--limit", type=int, default=0, help="only N items, spread over the families (a trial slice)")
     parser.add_argument("--batch", type=int, default=BATCH, help="sequences in flight at once")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: one process per level on a busy 2-core machine ran "
+                             "about 50 times faster than two threads each; README)")
     parser.add_argument("--model", action="append", metavar="LEVEL=FOLDER", help="answer a level with another model")
     args = parser.parse_args(argv)
     if args.command == "build" and args.out is None:

@@ -6,18 +6,19 @@ from __future__ import annotations
 from collections import defaultdict
 
 ITEM_FIELDS = ("id", "family", "difficulty", "messages", "answer", "check")
-PER_LEVEL = ("answers", "tokens", "logprobs", "top_logprobs")
 
 
 def outcome_line(item: dict, by_level: dict[int, dict]) -> dict:
-    """One item's line; `by_level` maps a level to its answer record (answering.record)."""
+    """One item's line; `by_level` maps a level to its answer record (answering.record). The top-k
+    logprobs are kept for the levels below the top only: a cascade reads the confidence of a tier it
+    may escalate from, and the top tier's would be a third of the file."""
     levels = sorted(by_level)
     line = {k: item[k] for k in ITEM_FIELDS}
     line["outcomes"] = {str(lv): bool(by_level[lv]["correct"]) for lv in levels}
     line["answers"] = {str(lv): by_level[lv]["text"] for lv in levels}
     line["tokens"] = {str(lv): by_level[lv]["tokens"] for lv in levels}
     line["logprobs"] = {str(lv): by_level[lv]["logprobs"] for lv in levels}
-    line["top_logprobs"] = {str(lv): by_level[lv]["top_logprobs"] for lv in levels}
+    line["top_logprobs"] = {str(lv): by_level[lv]["top_logprobs"] for lv in levels[:-1]}
     return line
 
 

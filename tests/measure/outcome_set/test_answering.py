@@ -17,6 +17,7 @@ from measure.outcome_set.__main__ import main
 from measure.outcome_set.answering import TOP_K, answers_path, read_answers
 from measure.outcome_set.checkers import is_correct
 from measure.outcome_set.generate import generate
+from measure.outcome_set.levels import CHAT, FEW_SHOT, LEVELS
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 LIMIT = 6
@@ -46,7 +47,8 @@ def _run(command: str, answers, tiny_folder, out=None) -> int:
 def test_answers_are_checked_records_and_build_writes_outcome_lines(tiny_folder, tmp_path, capsys):
     assert _run("answer", tmp_path, tiny_folder) == 0
     items = {item["id"]: item for item in generate()}
-    for level in (1, 4):  # level 1 through the chat template, level 4 through the few-shot prompt
+    assert {LEVELS[1].prompt, LEVELS[4].prompt} == {CHAT, FEW_SHOT}  # both prompt styles run
+    for level in (1, 4):
         rows = read_answers(answers_path(tmp_path, level))
         assert len(rows) == LIMIT
         for row in rows.values():
@@ -56,7 +58,7 @@ def test_answers_are_checked_records_and_build_writes_outcome_lines(tiny_folder,
             assert len(row["logprobs"]) == len(row["top_logprobs"]) == row["tokens"]
             for chosen, top in zip(row["logprobs"], row["top_logprobs"]):
                 assert len(top) == TOP_K and top == sorted(top, reverse=True) and chosen <= top[0] <= 0
-        if level == 4:  # a few-shot answer is one line
+        if LEVELS[level].prompt == FEW_SHOT:  # a few-shot answer is one line
             assert all("\n" not in row["text"] for row in rows.values())
 
     before = answers_path(tmp_path, 1).read_text()
@@ -74,6 +76,7 @@ def test_answers_are_checked_records_and_build_writes_outcome_lines(tiny_folder,
     right = sum(line["outcomes"]["4"] for line in lines) / LIMIT
     assert summary["accuracy"]["4"] == round(right, 4)
     assert all(line["answers"].keys() == line["logprobs"].keys() == {"1", "4"} for line in lines)
+    assert all(line["top_logprobs"].keys() == {"1"} for line in lines)  # below the top level only
 
 
 def test_a_cut_last_line_is_ignored_and_answered_again(tmp_path):
