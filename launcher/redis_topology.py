@@ -60,10 +60,20 @@ class Topology:
         stop_processes(list(self.servers.values()) + self.others, timeout_s=5)
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def _cluster_port() -> int:
-    """A free port whose cluster bus port (10000 above it) is free too; both below 65536."""
+    """A free port whose cluster bus port (10000 above it) is free too, both below the kernel's
+    ephemeral range: a port from that range may go to any process's outgoing connection between
+    this check and the server's bind (a Cluster test then failed to start)."""
+    high = max(_ephemeral_low() - 10000, 20100)
     while True:
-        port = random.randint(20000, 50000)
+        port = random.randint(20000, high - 1)
         if all(_free(p) for p in (port, port + 10000)):
             return port
 
@@ -167,20 +177,12 @@ def start_cluster(workdir: Path, masters: int = 3, password: str | None = None,
                   tls: ServerTLS | None = None) -> Topology:
     """`masters` masters owning equal slot ranges, each with one replica; with `tls`, clients, the
     replication links and the cluster bus all speak only TLS, and the settings name the CA."""
-    ports = [_cluster_port() for _ in range(2 * masters)]
-    top = _with_password(Topology("cluster", {"mode": "cluster",
-                                              "cluster_nodes": [f"127.0.0.1:{p}" for p in ports[:masters]]}, tls=tls),
-                         workdir, password)
+    top = _with_password(Topology("cluster", {"mode": "cluster"}, tls=tls), workdir, password)
     if tls:
         top.settings["tls"] = {"enabled": True, "ca_file": tls.ca_file}
     try:
-        for port in ports:
-            over_tls = (*tls.server_flags(port), "--tls-cluster", "yes", "--tls-replication", "yes") if tls else ()
-            top.servers[port] = _server(port, workdir / str(port), password, "--cluster-enabled", "yes",
-                                        "--cluster-node-timeout", str(DOWN_AFTER_MS),
-                                        "--cluster-require-full-coverage", "no", *over_tls)
-        for port in ports:
-            _ping(top, port)
+        ports = [_cluster_node(top, workdir, password, tls) for _ in range(2 * masters)]
+        top.settings["cluster_nodes"] = [f"127.0.0.1:{p}" for p in ports[:masters]]
         clients = {p: top.client(p) for p in ports}
         step = 16384 // masters
         for i, port in enumerate(ports[:masters]):
@@ -200,6 +202,22 @@ def start_cluster(workdir: Path, masters: int = 3, password: str | None = None,
         top.stop()
         raise
     return top
+
+
+def _cluster_node(top: Topology, workdir: Path, password: str | None, tls: ServerTLS | None) -> int:
+    """One Cluster-enabled server answering on a port of its own; a port taken meanwhile (the
+    server exits at once) is traded for another."""
+    for _ in range(5):
+        port = _cluster_port()
+        over_tls = (*tls.server_flags(port), "--tls-cluster", "yes", "--tls-replication", "yes") if tls else ()
+        proc = top.servers[port] = _server(port, workdir / str(port), password, "--cluster-enabled", "yes",
+                                           "--cluster-node-timeout", str(DOWN_AFTER_MS),
+                                           "--cluster-require-full-coverage", "no", *over_tls)
+        if _until(lambda: proc.poll() is not None or top.client(port).ping(), 10, f"redis-server on {port}") \
+                and proc.poll() is None:
+            return port
+        del top.servers[port]
+    raise RuntimeError("no port for a Cluster node after 5 tries")
 
 
 def _sees_group(sentinel: redis.Redis) -> bool:
