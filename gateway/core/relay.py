@@ -143,7 +143,8 @@ async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
             cut = False  # a whole answer read to its end: an upstream that reports no usage
         counted = await count_unreported(post, ask, opened.attempt_id, opened.tier, opened.backend if cut else None,
                                          relayed, estimated)
-    elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None:
+    elif opened is None and isinstance(error, asyncio.CancelledError) and attempts.backend is not None \
+            and all(bill.attempt_id != attempts.attempt_id for bill in attempts.abandoned):  # not billed already
         counted = await count_unreported(post, ask, attempts.attempt_id, attempts.tier, attempts.backend, [], 0)
     else:
         return usage
