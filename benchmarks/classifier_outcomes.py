@@ -103,8 +103,9 @@ def _model_scores(data: OutcomeSet, train: np.ndarray, test: np.ndarray, target:
         model = OutcomeModel(OutcomeMemory.empty(DIMS), model.fits, model.mean, model.scale, model.gain_fits,
                              model.grams, model.top, target)
     a = model.assess(data.numeric[test], data.probs[test], DIMS, [data.texts[i] for i in test])
-    if parts == "grams":
-        return model.grams.logits([data.texts[i] for i in test])[:, data.weak_level - 1]
+    if parts == "grams":  # no n-gram model (too few gains among the labels): no ranking, a random order
+        grams = model.grams.logits([data.texts[i] for i in test]) if model.grams is not None else np.zeros((len(test), 4))
+        return grams[:, data.weak_level - 1]
     return a.need[:, data.weak_level - 1]
 
 
@@ -166,9 +167,14 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def set_name(path: Path) -> str:
+    """A file called outcomes.jsonl is named by its folder."""
+    return path.parent.name if path.stem == "outcomes" else path.stem
+
+
 def project_sets() -> dict[str, Path]:
-    """Outcome files the project built: benchmarks/data/**/outcomes*.jsonl, named by their folder."""
-    return {(p.parent.name if p.stem == "outcomes" else p.stem): p for p in sorted(SETS_DIR.glob("**/outcomes*.jsonl"))}
+    """Outcome files the project built: benchmarks/data/**/outcomes*.jsonl."""
+    return {set_name(p): p for p in sorted(SETS_DIR.glob("**/outcomes*.jsonl"))}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -180,8 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--splits", type=int, default=SPLITS)
     args = parser.parse_args(argv)
     clf = ComplexityClassifier.load()
-    sets = {Path(p).stem: read_outcome_lines(p) for p in args.outcomes} or \
-        {name: read_outcome_lines(p) for name, p in project_sets().items()}
+    named = {set_name(Path(p)): Path(p) for p in args.outcomes} or project_sets()
+    sets = {name: read_outcome_lines(p) for name, p in named.items()}
     if not args.outcomes:
         stress = synthetic_stress_set()
         sets["synthetic_stress"] = ([{k: r[k] for k in ("messages", "prompt") if k in r} for r in stress],
