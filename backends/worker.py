@@ -92,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="launch the next decode step while the host reads this one's tokens (default: on "
                              "with CUDA graphs, off otherwise; needs --cuda-graphs, on the CPU --padded-decode; not --speculative)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                        help="CPU: decode steps run as one compiled graph of the whole model, built before "
-                             "serving (SmolLM2-135M: ~2.5 min the first time, ~1.5 min later; see "
-                             "engine/model/compiled_decode.py). Default: on for int4 on CPU (engine/device_defaults.py)")
+                        help="CPU: decode steps run as one compiled graph of the whole model, built once per "
+                             "model, code and machine and loaded on later starts (engine/model/compiled_decode.py; "
+                             "times: docs/engine-cpu.md). Default: on for int4 on CPU (engine/device_defaults.py)")
     parser.add_argument("--int4-dense-prefill", action=argparse.BooleanOptionalAction, default=None,
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "

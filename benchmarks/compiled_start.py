@@ -1,58 +1,124 @@
-"""`python -m benchmarks.compiled_start [--cache-dir DIR] [--no-weight-prepack]`: how long an int4
-worker's engine takes to start on the CPU's default plan (compiled decode steps), how many of its
-graphs inductor's cache served, and its decode speed with 16 streams.
+"""`python -m benchmarks.compiled_start [--restarts N] [--against DIR]`: how long `make run`'s int4 worker
+takes from its start to its first token, started cold (no compiled decode steps kept) and then
+restarted N times (what the first start kept is loaded); with --against, another checkout's worker
+(the code before a change) starts the same way, the two taking turns. Then the decode speed of the
+compiled plan in process: 16 streams of 48 tokens, best of 3 rounds (--no-decode skips it).
 
-Run it twice with one --cache-dir to see a restart: the first run fills the cache (a new directory is
-a cold start), the second reads it. --no-weight-prepack compiles without oneDNN's packed weights, the
-alternative docs/engine-cpu.md weighs (both graphs cacheable, batched steps slower). Last line: one
-JSON object."""
+Each checkout starts from an empty cache of its own (compiled steps, inductor's cache) that shares
+only the prepared models and the built C++ kernels. Last line: one JSON object."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
+from pathlib import Path
+
+from launcher.processes import free_port, stop_processes, wait_healthy
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER_FLAGS = ["--model", "smollm2-135m", "--quantization", "int4", "--device", "cpu"]
+SHARED = ("models", "extensions")  # what a cold start may reuse: prepared weights, the built C++ kernels
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cache-dir", help="inductor's cache (default: the worker's, ~/.cache/tiergate/inductor)")
-    parser.add_argument("--no-weight-prepack", dest="weight_prepack", action="store_false",
-                        help="no oneDNN weight packing in the compiled graphs")
-    parser.add_argument("--streams", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=48)
-    args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.cache_dir:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = args.cache_dir
+def cold_cache(root: Path) -> Path:
+    """An empty cache folder that sees the machine's prepared models and built kernels."""
+    folder = Path(tempfile.mkdtemp(prefix="start-bench-", dir=root))
+    for name in SHARED:
+        (folder / name).symlink_to(root / name, target_is_directory=True)
+    return folder
 
-    import torch
-    from torch._dynamo.utils import counters
 
+def first_token(checkout: Path, cache: Path, threads: int, log: Path) -> float:
+    """Seconds from the worker's start to the first token of a streamed chat completion."""
+    port = free_port()
+    env = {**os.environ, "TIERGATE_CACHE": str(cache), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+           "PYTHONPATH": str(checkout)}
+    env.pop("TIERGATE_WORKER_KEY", None)  # a loopback worker without a key, as a test stack's
+    began = time.perf_counter()
+    with open(log, "a") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "backends.worker", *WORKER_FLAGS, "--port", str(port),
+                                 "--threads", str(threads)], cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        if not wait_healthy(url, proc, 1800):
+            raise RuntimeError(f"the worker in {checkout} did not start: see {log}")
+        body = json.dumps({"model": "smollm2-135m", "stream": True, "max_tokens": 4,
+                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+        request = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=300) as response:
+            for line in response:
+                if line.startswith(b"data: {") and b'"content"' in line:
+                    return time.perf_counter() - began
+        raise RuntimeError("the stream ended without a token")
+    finally:
+        stop_processes([proc])
+
+
+def restarts(checkouts: dict[str, Path], count: int, threads: int, root: Path) -> dict:
+    caches = {name: cold_cache(root) for name in checkouts}
+    found: dict[str, dict] = {name: {"cold_s": None, "restart_s": []} for name in checkouts}
+    try:
+        for round_ in range(count + 1):
+            for name, checkout in checkouts.items():
+                seconds = round(first_token(checkout, caches[name], threads, caches[name] / "worker.log"), 1)
+                kind = "cold start" if round_ == 0 else f"restart {round_}"
+                print(f"{name}: {kind} to first token {seconds} s", flush=True)
+                if round_ == 0:
+                    found[name]["cold_s"] = seconds
+                else:
+                    found[name]["restart_s"].append(seconds)
+    finally:
+        for cache in caches.values():
+            shutil.rmtree(cache, ignore_errors=True)
+    return found
+
+
+def decode_speed(streams: int, tokens: int) -> float:
+    """Tokens/s of the compiled plan over `streams` greedy streams, best of 3 rounds, in process."""
     from backends import worker
     from backends.engine import EngineConfig, SamplingParams
     from backends.engine.core.llm_engine import LLMEngine
     from benchmarks.streaming_load import synthetic_prompts
 
-    torch._inductor.config.cpp.weight_prepack = args.weight_prepack  # read when the graphs compile
-    flags = worker.build_parser().parse_args(["--model", "smollm2-135m", "--quantization", "int4", "--device", "cpu"])
-    config = EngineConfig(model="smollm2-135m", quantization="int4", device="cpu", **worker.plan_settings(flags))
-    print(f"building the engine (inductor cache: {os.environ['TORCHINDUCTOR_CACHE_DIR']}) ...", flush=True)
-    began = time.perf_counter()
-    engine = LLMEngine(config)
-    start_s = time.perf_counter() - began
-    cache = {key: counters["inductor"][f"fxgraph_cache_{key}"] for key in ("hit", "miss", "bypass")}
-    prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(args.streams, 20, 40, seed=0)]
-    params = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
+    flags = worker.build_parser().parse_args(WORKER_FLAGS)
+    engine = LLMEngine(EngineConfig(model="smollm2-135m", quantization="int4", device="cpu",
+                                    **worker.plan_settings(flags)))
+    prompts = [engine.tokenizer.encode(text) for text in synthetic_prompts(streams, 20, 40, seed=0)]
+    params = SamplingParams(temperature=0.0, max_tokens=tokens, ignore_eos=True)
     engine.generate(prompts[:4], params)  # warm
     best = float("inf")
     for round_ in range(3):
         began = time.perf_counter()
         engine.generate(prompts, params)
         best = min(best, time.perf_counter() - began)
-        print(f"round {round_ + 1}/3: {args.streams * args.tokens / best:.0f} tok/s best so far", flush=True)
-    print(json.dumps({"weight_prepack": args.weight_prepack, "start_s": round(start_s, 1), "graph_cache": cache,
-                      "streams": args.streams, "tokens_per_s": round(args.streams * args.tokens / best, 1)}))
+        print(f"round {round_ + 1}/3: {streams * tokens / best:.0f} tok/s best so far", flush=True)
+    return round(streams * tokens / best, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--restarts", type=int, default=2, help="warm restarts after the cold start")
+    parser.add_argument("--against", type=Path, help="another checkout, started in turn with this one")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="the worker's --threads (make run's four workers on 2 cores get 1 each)")
+    parser.add_argument("--no-decode", dest="decode", action="store_false", help="skip the decode speed")
+    parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=48)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from backends.engine.model.models import cache_root
+
+    checkouts = {"this": REPO, **({"against": args.against.resolve()} if args.against else {})}
+    result: dict = {"threads": args.threads, "starts": restarts(checkouts, args.restarts, args.threads, cache_root())}
+    if args.decode:
+        result.update(streams=args.streams, tokens_per_s=decode_speed(args.streams, args.tokens))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

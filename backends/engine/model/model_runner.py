@@ -22,6 +22,8 @@ from kernels.paged_attention import (AttentionMetadata, GatherWorkspace, Prefill
                                      static_decode_attention)
 
 from .compiled_decode import CompiledDecode
+from .decode_packages import PackageShelf
+from .models import cache_root
 from ..config import EngineConfig
 from ..device_defaults import defaults_for
 from .cuda_graphs import DecodeGraphRunner
@@ -131,7 +133,10 @@ class ModelRunner:
                 self, config.max_num_seqs, -(-max_model_len // self.block_size), scratch_block=self.num_blocks,
                 capture=self.plan.capture if self.plan.decode == Decode.GRAPHS else None)
         if self.plan.decode == Decode.COMPILED:
-            self.compiled = CompiledDecode(model, pad_block=0)
+            # a table is never wider than the pool has blocks
+            self.compiled = CompiledDecode(model, self.attention_modules, self.kv_caches, pad_block=0,
+                                           max_batch=config.max_num_seqs, max_blocks=self.num_blocks,
+                                           shelf=PackageShelf(cache_root() / "decode-packages"))
             self.compiled.warm_up(self.dummy_decode)
 
     def dummy_decode(self, batch: int, blocks: int) -> None:

@@ -1,5 +1,5 @@
-"""Compiled decode steps on CPU (engine/model/compiled_decode.py): the whole model's decode step as
-one torch.compile graph, paged attention included. Greedy output must stay token-identical to Hugging
+"""Compiled decode steps on CPU (engine/model/compiled_decode.py): the whole model's decode step
+compiled ahead of time into a package, paged attention included, built once and loaded by later starts. Greedy output must stay token-identical to Hugging
 Face `generate`, through batches that shrink from 7 to 1, chunked prefill and speculative
 verification (which run eagerly beside the compiled decode steps)."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.support.prompts import random_prompts
 
 from tests.backends.models import hf_greedy, tiny_gemma3, tiny_llama
 
-pytestmark = pytest.mark.slow  # torch.compile builds each graph with g++
+pytestmark = pytest.mark.slow  # AOTInductor builds each package with g++ (once per model and code)
 
 
 def engine(model, compile_decode: bool, **overrides) -> LLMEngine:
@@ -52,6 +52,14 @@ def test_compiled_decode_is_token_identical_to_hf(llama_case, overrides):
     assert engine(model, False, **overrides).generate(prompts, params) == expected
 
 
+def test_a_later_start_loads_the_packages_an_earlier_one_built(llama_case):
+    model, prompts, params, expected = llama_case
+    engine(model, True)  # builds what the shelf lacks
+    again = engine(model, True)
+    assert again.runner.compiled.built == 0
+    assert again.generate(prompts, params) == expected
+
+
 def test_sliding_window_layers_compile_too():
     """Gemma 3 mixes sliding-window and full-attention layers: two variants of one graph."""
     model, prompts, params, expected = case(tiny_gemma3)
@@ -59,8 +67,8 @@ def test_sliding_window_layers_compile_too():
 
 
 def test_large_decode_batches_reuse_the_warmed_up_graph_with_int4_dense_prefill():
-    """Once warm, a step that would need a new graph raises (skip_guard_eval_unsafe). int4 layers
-    with a bf16 prefill copy pick a path by row count: the compiled graph must not guard on it."""
+    """The batched package serves every batch up to max_num_seqs. int4 layers with a bf16 prefill
+    copy pick a path by row count: the compiled step must not depend on it."""
     model, _ = tiny_llama()
     # a budget that prefills all 18 prompts in one step, so the decode steps carry all 18
     compiled = engine(model, True, quantization="int4", int4_dense_prefill=True, max_num_seqs=20,

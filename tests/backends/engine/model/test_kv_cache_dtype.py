@@ -62,7 +62,7 @@ def engine(model, **overrides) -> LLMEngine:
     return LLMEngine(config, model=model)
 
 
-@pytest.mark.slow  # torch.compile
+@pytest.mark.slow  # compiled decode packages (AOTInductor)
 def test_a_bf16_pool_holds_twice_the_blocks_and_compiled_steps_match_eager_ones():
     model, _ = tiny_llama()
     fp32, bf16 = engine(model), engine(model, kv_cache_dtype="bfloat16")

@@ -1,0 +1,89 @@
+"""The shelf of compiled decode packages (engine/model/decode_packages.py): a package is built once per
+key, even by starts that race, never left half-written, and named anew by any change of the weights."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from backends.engine.model import decode_packages
+from backends.engine.model.decode_packages import PackageShelf, merge_repeated_calls, source_digest, tensors_digest
+
+
+def writer(calls: list):
+    def build(path: Path) -> None:
+        calls.append(path)
+        path.write_bytes(b"package")
+    return build
+
+
+def test_a_package_is_built_once_then_found(tmp_path):
+    shelf, calls = PackageShelf(tmp_path), []
+    first, built = shelf.get("a" * 64, writer(calls))
+    again, built_again = shelf.get("a" * 64, writer(calls))
+    assert (built, built_again, first == again, len(calls)) == (True, False, True, 1)
+    assert first.read_bytes() == b"package"
+
+
+def test_starts_that_race_build_it_once(tmp_path):
+    shelf, calls = PackageShelf(tmp_path), []
+    threads = [threading.Thread(target=shelf.get, args=("b" * 64, writer(calls))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and shelf.path("b" * 64).exists()
+
+
+def test_a_failed_build_leaves_nothing_and_the_next_start_builds(tmp_path):
+    shelf = PackageShelf(tmp_path)
+
+    def fails(path: Path) -> None:
+        path.write_bytes(b"half")
+        raise RuntimeError("compiler died")
+
+    with pytest.raises(RuntimeError, match="compiler died"):
+        shelf.get("c" * 64, fails)
+    assert not shelf.path("c" * 64).exists() and list(tmp_path.glob("*.pt2")) == []
+    assert shelf.get("c" * 64, writer([]))[1] is True
+
+
+def test_only_the_most_recently_used_packages_stay(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_packages, "KEEP", 2)
+    shelf = PackageShelf(tmp_path)
+    for age, key in enumerate(("1", "2")):  # "1" used longest ago
+        os.utime(shelf.get(key * 64, writer([]))[0], (1000 + age, 1000 + age))
+    shelf.get("3" * 64, writer([]))
+    assert sorted(p.name for p in tmp_path.glob("*.pt2")) == [shelf.path("2" * 64).name, shelf.path("3" * 64).name]
+
+
+def test_the_key_follows_every_weight_byte_and_the_sources():
+    model = torch.nn.Linear(4, 4)
+    before = tensors_digest(model)
+    assert tensors_digest(model) == before
+    with torch.no_grad():
+        model.weight[0, 0] += 1
+    assert tensors_digest(model) != before
+    assert source_digest() == source_digest() and len(source_digest()) == 64
+
+
+class Twice(torch.nn.Module):
+    def forward(self, x, w):
+        return torch.mm(x, w) + torch.mm(x, w), torch.rand_like(x) + torch.rand_like(x)
+
+
+def test_repeated_pure_calls_are_made_once_and_seeded_random_ones_stay():
+    program = torch.export.export(Twice(), (torch.randn(2, 3), torch.randn(3, 3)), strict=False)
+    module = program.graph_module
+
+    def count(op):
+        return sum(node.target == op for node in module.graph.nodes)
+
+    assert count(torch.ops.aten.mm.default) == 2
+    assert merge_repeated_calls(module) == 1
+    assert count(torch.ops.aten.mm.default) == 1 and count(torch.ops.aten.rand_like.default) == 2
+    x, w = torch.randn(2, 3), torch.randn(3, 3)
+    torch.testing.assert_close(program.module()(x, w)[0], 2 * (x @ w))
