@@ -99,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="CPU int4: keep a dense copy of the weights for prompt chunks (bf16 where the CPU "
                              "has AVX-512 BF16 or AMX, else fp32: 2 or 4 more bytes per weight); with --compile "
                              "and native bf16, also a bf16 copy of the int8 head's codes for batched decode steps. "
-                             "Default: on for int4 on CPU")
+                             "Default: on for int4 on CPU, except where the kernels run their AVX2 build "
+                             "(there int4 beats the dense GEMM at every row count)")
     parser.add_argument("--kv-cache-gb", type=float, default=1.0, help="CPU: memory budget of the KV block pool")
     parser.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES,
                         help="CPU: bfloat16 halves the KV bytes of an fp32 model (what each decode step reads), "

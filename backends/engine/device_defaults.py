@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernels import cpu_kernels
+
 
 @dataclass(frozen=True)
 class DeviceDefaults:
@@ -50,8 +52,13 @@ def defaults_for(device_type: str) -> DeviceDefaults:
 # docs/engine-cpu.md, "The default plan for an int4 worker"); elsewhere the plain settings.
 FAST_INT4_CPU = {"compile_decode": True, "int4_dense_prefill": True, "kv_cache_dtype": "bfloat16"}
 PLAIN = {"compile_decode": False, "int4_dense_prefill": False, "kv_cache_dtype": "auto"}
+# kernel builds whose int4 products beat a dense fp32 GEMM at every row count (the AVX2 build's
+# byte products), so prompt chunks stay on int4 there
+INT4_BEATS_DENSE = ("avx2",)
 
 
 def plan_defaults(device_type: str, quantization: str | None) -> dict:
     """The worker's settings for flags left unset: the fastest measured plan for the device."""
-    return dict(FAST_INT4_CPU if device_type == "cpu" and quantization == "int4" else PLAIN)
+    if device_type == "cpu" and quantization == "int4":
+        return dict(FAST_INT4_CPU, int4_dense_prefill=cpu_kernels.ACTIVE_ISA not in INT4_BEATS_DENSE)
+    return dict(PLAIN)

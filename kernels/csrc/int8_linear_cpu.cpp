@@ -1,19 +1,18 @@
-// Weight-only int8 linear for decode-sized inputs on the CPU:
+// Weight-only int8 linear for decode-sized inputs on the CPU (the int8 LM head of a decode step):
 //   out[m, n] = scale[n] * sum_k x[m, k] * codes[n, k]
 //
-// Written for the int8 LM head of a decode step (SmolLM2: 49152 x 576 codes, 28 MB a step).
 // aten's _weight_int8pack_mm turns every code into a float before its FMA, and that conversion,
-// not memory, bounds it (docs/engine-cpu.md). Here each row of x is rounded to int16 with one
-// scale per row (a step of max|x| / 16383, finer than the bf16 activations that aten's kernel
-// takes) and the codes are widened to int16, so one vpmaddwd multiplies 32 pairs and sums them
-// exactly in int32. Each pass over the codes serves up to kRows rows of x, and kBlock output
-// rows side by side.
+// not memory, bounds it. Here each row of x is rounded to int16 with one scale per row (a step of
+// max|x| / 16383, finer than the bf16 activations that aten's kernel takes) and the codes are
+// widened to int16, so one vpmaddwd multiplies 16 (AVX2) or 32 (AVX-512) pairs and sums them
+// exactly in int32. Each pass over the codes serves up to kRows rows of x, and a block of output
+// rows side by side, as many as the registers hold the sums of.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
-#include "int16_rows.h"
+#include "rounded_rows.h"
 #include "prefetch.h"
 
 #include <algorithm>
@@ -24,7 +23,15 @@
 namespace {
 
 constexpr int64_t kRows = 4;           // rows of x per pass over the codes
-constexpr int64_t kBlock = 4;          // output rows summed side by side
+// output rows summed side by side: M * B sums and B rows of codes in registers (AVX2 has 16)
+template <int M>
+constexpr int block_rows() {
+#if defined(CPU_CAPABILITY_AVX512)
+  return 4;
+#else
+  return M <= 2 ? 4 : 2;
+#endif
+}
 constexpr int64_t kMaxK = 16384;      // int32 sums of int16 x and int8 codes cannot overflow below this
 constexpr int64_t kAheadRows = 8;     // rows of codes ahead that are prefetched
 
@@ -90,7 +97,8 @@ void dot_block(const int16_t* xq, const float* x_scales, const int8_t* codes, co
 template <int M>
 void rows_pass(const int16_t* xq, const float* x_scales, const int8_t* codes, const float* scales, int64_t K,
                int64_t N, float* out) {
-  at::parallel_for(0, (N + kBlock - 1) / kBlock, 64, [&](int64_t lo, int64_t hi) {
+  constexpr int kBlock = block_rows<M>();
+  at::parallel_for(0, (N + kBlock - 1) / kBlock, 256 / kBlock, [&](int64_t lo, int64_t hi) {
     for (int64_t block = lo; block < hi; ++block) {
       const int64_t n0 = block * kBlock;
       if (n0 + kBlock <= N) {
@@ -111,7 +119,7 @@ at::Tensor int8_linear(const at::Tensor& input, const at::Tensor& codes, const a
   const at::Tensor x = input.to(at::kFloat).contiguous(), w = codes.contiguous();
   const at::Tensor s = scales.to(at::kFloat).contiguous();
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  const Int16Rows xq = int16_rows(x.data_ptr<float>(), M, K, K);  // one scale per row
+  const RoundedRows<int16_t> xq = round_rows<int16_t>(x.data_ptr<float>(), M, K, K, 16383.f, false);  // one scale per row
   at::Tensor out = at::empty({M, N}, x.options());
   for (int64_t m0 = 0; m0 < M; m0 += kRows) {
     const int16_t* xr = xq.values.data() + m0 * K;
@@ -129,6 +137,6 @@ at::Tensor int8_linear(const at::Tensor& input, const at::Tensor& codes, const a
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(tiergate, m) { m.def("int8_linear(Tensor x, Tensor codes, Tensor scales) -> Tensor"); }
+TORCH_LIBRARY_FRAGMENT(TIERGATE_OPS, m) { m.def("int8_linear(Tensor x, Tensor codes, Tensor scales) -> Tensor"); }
 
-TORCH_LIBRARY_IMPL(tiergate, CPU, m) { m.impl("int8_linear", &int8_linear); }
+TORCH_LIBRARY_IMPL(TIERGATE_OPS, CPU, m) { m.impl("int8_linear", &int8_linear); }

@@ -2,11 +2,11 @@
 // values where they lie in the block pool, with no gathered copy of the context.
 //
 // The torch version (kernels/paged_attention.py) copies every sequence's blocks out of the pool
-// (padded to the widest table), then runs softmax and two matmuls over the copy: at batch 16 on
-// SmolLM2 that was about half of a decode step. Here each (sequence, KV head) reads its own K and
-// V once, for the query heads that share the KV head (grouped-query attention), and only up to
-// its own length. Long contexts are split into pieces so that both cores have work even at batch
-// 1; each piece keeps a running max and sum (as flash-decoding does), merged at the end.
+// (padded to the widest table), then runs softmax and two matmuls over the copy. Here each
+// (sequence, KV head) reads its own K and V once, for the query heads that share the KV head
+// (grouped-query attention), and only up to its own length. Long contexts are split into pieces
+// so that both cores have work even at batch 1; each piece keeps a running max and sum (as
+// flash-decoding does), merged at the end.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
@@ -80,10 +80,11 @@ inline int64_t key_lanes(const float* q, const T* key, int64_t D, Vec* acc) {
 }
 
 #if defined(CPU_CAPABILITY_AVX512)
-// out[i] = the sum of the 16 lanes of v[i], for 16 vectors at once: a tree of pairwise sums that
-// costs about 3 instructions per vector, against about 9 for each vector's own reduction; with
-// few query heads per KV head those reductions dominate the scoring (docs/engine-cpu.md).
-inline __m512 lane_sums16(const __m512* v) {
+using Lanes = __m512;
+// out[i] = the sum of the 16 lanes of v[i], for 16 vectors at once: a tree of pairwise sums,
+// cheaper than each vector's own reduction, which with few query heads per KV head would be a
+// large part of the scoring
+inline __m512 lane_sums(const __m512* v) {
   __m512 t[8], u[4];
   for (int i = 0; i < 8; ++i)  // per 128-bit lane: v[2i] at 0 and 2, v[2i+1] at 1 and 3
     t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
@@ -94,23 +95,36 @@ inline __m512 lane_sums16(const __m512* v) {
   const __m512 w23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
   return _mm512_add_ps(_mm512_shuffle_f32x4(w01, w23, 0x88), _mm512_shuffle_f32x4(w01, w23, 0xDD));
 }
+#elif defined(CPU_CAPABILITY_AVX2)
+using Lanes = __m256;
+// the same for 8 vectors of 8 lanes
+inline __m256 lane_sums(const __m256* v) {
+  __m256 t[4], u[2];
+  for (int i = 0; i < 4; ++i)  // per 128-bit lane: v[2i] at 0 and 2, v[2i+1] at 1 and 3
+    t[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)  // per 128-bit lane: v[4i] .. v[4i + 3]
+    u[i] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20), _mm256_permute2f128_ps(u[0], u[1], 0x31));
+}
 #endif
 
 // scores[j * n + i] = q_j . key_i for the G query heads, each key loaded once for all of them
 template <int G, typename T>
 void score_keys(const float* q, const T* k_cache, const int64_t* rows, int64_t n, int64_t D, float* scores) {
   int64_t i = 0;
-#if defined(CPU_CAPABILITY_AVX512)
-  if (D % Vec::size() == 0) {  // 16 keys at a time, their lanes summed together
-    for (; i + 16 <= n; i += 16) {
-      __m512 lanes[G][16];
-      for (int64_t key = 0; key < 16; ++key) {
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  constexpr int64_t kKeys = Vec::size();  // keys whose lanes are summed together, one per lane
+  if (D % Vec::size() == 0) {
+    for (; i + kKeys <= n; i += kKeys) {
+      Lanes lanes[G][kKeys];
+      for (int64_t key = 0; key < kKeys; ++key) {
         prefetch_row(k_cache, rows, i + key + kAhead, n, D);
         Vec acc[G];
         key_lanes<G>(q, k_cache + rows[i + key], D, acc);
         for (int j = 0; j < G; ++j) lanes[j][key] = acc[j];
       }
-      for (int j = 0; j < G; ++j) _mm512_storeu_ps(scores + j * n + i, lane_sums16(lanes[j]));
+      for (int j = 0; j < G; ++j) Vec(lane_sums(lanes[j])).store(scores + j * n + i);
     }
   }
 #endif
@@ -305,9 +319,9 @@ at::Tensor paged_decode(const at::Tensor& query, const at::Tensor& k_cache, cons
 
 }  // namespace
 
-TORCH_LIBRARY(tiergate, m) {
+TORCH_LIBRARY(TIERGATE_OPS, m) {
   m.def("paged_decode(Tensor query, Tensor k_cache, Tensor v_cache, Tensor block_tables, Tensor context_lens, "
         "float scale, int sliding_window, float softcap) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(tiergate, CPU, m) { m.impl("paged_decode", &paged_decode); }
+TORCH_LIBRARY_IMPL(TIERGATE_OPS, CPU, m) { m.impl("paged_decode", &paged_decode); }

@@ -50,6 +50,7 @@ from backends.engine.quant.gguf_blocks import load_q4_1
 from backends.engine.quant.quant_kernels import (CPU_KERNELS, KERNEL_GROUPS, KERNELS, Kernel, cpu_kernel,  # noqa: F401
                                            default_kernel, int4_kernel, int8_kernel)
 from backends.engine.quant.int4_kernels import Int4RowKernels, RowTable, layer_table
+from kernels import cpu_kernels
 from kernels.int4_dequant import pack_int4_along_k
 from kernels.quantized_linear import (ACT_DTYPE, INT4_N_MULTIPLE, INT4_TILE_ROWS, Q4_1_GROUP, dequantize_int4_tiles,
                                       int4_linear, int4_tile_linear, int8_linear, pack_int4, pack_int4_tiles,
@@ -332,9 +333,10 @@ def _quantize_head(model: nn.Module, head: nn.Linear, kernel: Kernel, share_with
 
 def dense_prefill_dtype() -> torch.dtype:
     """bf16 where the CPU multiplies bf16 natively (AVX-512 BF16 or AMX), fp32 elsewhere: emulated
-    bf16 is slower than fp32 and than the int4 kernel itself (docs/quantization.md)."""
+    bf16 is slower than fp32 and than the int4 kernel itself (docs/quantization.md). Torch's vector
+    unit lowered to AVX2 (ATEN_CPU_CAPABILITY=avx2) counts as a CPU without them."""
     native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    return ACT_DTYPE if native else torch.float32
+    return ACT_DTYPE if native and cpu_kernels.ACTIVE_ISA == "avx512" else torch.float32
 
 
 def attach_dense_prefill(model: nn.Module) -> int:

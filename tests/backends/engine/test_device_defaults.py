@@ -7,6 +7,7 @@ from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 from backends import worker
 from backends.worker import build_parser, plan_settings
+from kernels import cpu_kernels
 
 
 @pytest.fixture(autouse=True)
@@ -22,12 +23,21 @@ def _settings(*flags: str) -> dict:
 
 def test_an_int4_worker_on_cpu_compiles_with_dense_prefill_and_a_bf16_pool_by_default(monkeypatch, tmp_path):
     monkeypatch.setenv("TIERGATE_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_kernels, "ACTIVE_ISA", "avx512")
     assert _settings("--quantization", "int4") == {"compile_decode": True, "int4_dense_prefill": True,
                                                    "kv_cache_dtype": "bfloat16"}
     assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")  # kept for restarts
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # inductor's own /tmp default, filled in
     _settings("--quantization", "int4")
     assert worker.os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+
+
+def test_where_the_kernels_run_their_avx2_build_prompt_chunks_stay_on_int4(monkeypatch):
+    """Its byte products beat a dense fp32 GEMM at every row count (docs/engine-cpu.md)."""
+    monkeypatch.setattr(cpu_kernels, "ACTIVE_ISA", "avx2")
+    assert _settings("--quantization", "int4") == {"compile_decode": True, "int4_dense_prefill": False,
+                                                   "kv_cache_dtype": "bfloat16"}
+    assert _settings("--quantization", "int4", "--int4-dense-prefill")["int4_dense_prefill"] is True
 
 
 def test_an_inductor_cache_the_operator_chose_stays(monkeypatch, tmp_path):

@@ -19,22 +19,21 @@ def rounding_bound(x: torch.Tensor, dequantized: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("rows,in_features,out_features", [(1, 576, 96), (3, 100, 50), (4, 64, 7), (5, 33, 130),
                                                            (17, 600, 40)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_int8_kernel_is_within_the_int16_rounding_of_the_fp32_product(rows, in_features, out_features, dtype):
-    assert cpu_kernels.available()  # the build must work wherever the tests run
+def test_int8_kernel_is_within_the_int16_rounding_of_the_fp32_product(isa, rows, in_features, out_features, dtype):
     torch.manual_seed(rows * in_features)
     codes, scales = quantize_int8(torch.randn(out_features, in_features))
     dequantized = dequantize_int8(codes, scales)
     x = (torch.randn(rows, in_features) * 3).to(dtype)
-    out = cpu_kernels.int8_linear(x, codes, scales)
+    out = cpu_kernels.int8_linear(x, codes, scales, isa=isa)
     reference = x.float() @ dequantized.t()
     assert out.dtype == torch.float32 and out.shape == (rows, out_features)
     assert ((out - reference).abs() <= rounding_bound(x.float(), dequantized)).all()
 
 
-def test_zero_rows_and_zero_inputs():
+def test_zero_rows_and_zero_inputs(isa):
     codes, scales = quantize_int8(torch.randn(8, 64))
-    assert cpu_kernels.int8_linear(torch.zeros(2, 64), codes, scales).eq(0).all()
-    assert cpu_kernels.int8_linear(torch.zeros(0, 64), codes, scales).shape == (0, 8)
+    assert cpu_kernels.int8_linear(torch.zeros(2, 64), codes, scales, isa=isa).eq(0).all()
+    assert cpu_kernels.int8_linear(torch.zeros(0, 64), codes, scales, isa=isa).shape == (0, 8)
 
 
 def test_shapes_it_cannot_take_are_refused_by_name():

@@ -29,12 +29,11 @@ def scattered_step(lengths, width, dtype, seed=0):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("window,softcap", [(None, None), (40, None), (None, 20.0), (700, 30.0)])
-def test_matches_the_gathering_version(dtype, window, softcap):
-    assert cpu_kernels.available()  # the build must work wherever the tests run
+def test_matches_the_gathering_version(isa, dtype, window, softcap):
     # lengths from one token to many blocks, so long contexts are cut into pieces and merged
     lengths = [1, 15, 16, 17, 333, 1200, 64, 999]
     query, k_cache, v_cache, tables, lens = scattered_step(lengths, width=80, dtype=dtype)
-    got = cpu_kernels.paged_decode(query, k_cache, v_cache, tables, lens, 0.125, window, softcap)
+    got = cpu_kernels.paged_decode(query, k_cache, v_cache, tables, lens, 0.125, window, softcap, isa=isa)
     want = gathered_decode_attention(query.float(), k_cache.float(), v_cache.float(), tables, lens, 0.125,
                                      window, softcap)
     assert got.dtype == dtype and got.shape == query.shape
