@@ -2,7 +2,8 @@
 (kernels/cpu_kernels.py), each build this CPU runs, on SmolLM2-135M's shapes: the int4 linears
 of one decode step (30 layers of merged q/k/v, o, merged gate/up and down projections, group 32),
 the int8 LM head (49152 x 576) and the paged decode attention of one step (30 layers, 450
-positions a sequence, bf16 pool). Milliseconds per step, best of `--repeats` (the least disturbed
+positions a sequence, bf16 pool); with `--dense`, also the same linears as dense fp32 GEMMs on the
+weights the tiles hold (what `--int4-dense-prefill` runs for prompt chunks). Milliseconds per step, best of `--repeats` (the least disturbed
 by other work on a shared machine), on torch's threads or `--threads`; `--clock cpu` counts the
 process's CPU time instead of the wall clock, which a loaded machine inflates less (with
 `--threads 1`, the kernel's own time). Last line: one JSON object."""
@@ -16,7 +17,8 @@ import time
 import torch
 
 from kernels import cpu_kernels
-from kernels.quantized_linear import pack_int4_tiles, quantize_int4, quantize_int8, scales_and_mins
+from kernels.quantized_linear import (dequantize_int4_tiles, pack_int4_tiles, quantize_int4, quantize_int8,
+                                      scales_and_mins)
 
 LAYERS, HIDDEN, VOCAB, HEADS, KV_HEADS, HEAD_DIM = 30, 576, 49152, 9, 3, 64
 # (out, in) of one layer's int4 linears as a compiled step runs them (siblings merged)
@@ -48,6 +50,16 @@ def int4_step(isa: str, rows: int, tiles: list[torch.Tensor], repeats: int) -> f
     return best_ms(step, repeats)
 
 
+def dense_step(rows: int, weights: list[torch.Tensor], repeats: int) -> float:
+    xs = [torch.randn(rows, weight.shape[1]) for weight in weights]
+
+    def step():
+        for _ in range(LAYERS):
+            for x, weight in zip(xs, weights):
+                torch.nn.functional.linear(x, weight)
+    return best_ms(step, repeats)
+
+
 def head_step(isa: str, rows: int, codes: torch.Tensor, scales: torch.Tensor, repeats: int) -> float:
     x = torch.randn(rows, HIDDEN)
     return best_ms(lambda: cpu_kernels.int8_linear(x, codes, scales, isa=isa), repeats)
@@ -75,6 +87,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, help="torch's threads (default: its own choice)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
+    parser.add_argument("--dense", action="store_true", help="also the linears as dense fp32 GEMMs")
     args = parser.parse_args()
     global clock
     clock = CLOCKS[args.clock]
@@ -93,8 +106,12 @@ def main() -> None:
                 "int4_linears_ms": int4_step(isa, rows, tiles, args.repeats),
                 "int8_head_ms": head_step(isa, rows, codes, scales, args.repeats),
                 "attention_ms": attention_step(isa, rows, args.repeats)}
+            if args.dense:
+                dense = [dequantize_int4_tiles(tile, 32) for tile in tiles]
+                results[f"{isa}_rows{rows}"]["fp32_dense_linears_ms"] = dense_step(rows, dense, args.repeats)
             print(f"{isa} rows {rows}: {results[f'{isa}_rows{rows}']}", flush=True)
     print(json.dumps({"results": results, "threads": torch.get_num_threads(), "clock": args.clock,
+                      "torch_isa": cpu_kernels.ACTIVE_ISA,
                       "load_average": [round(x, 2) for x in os.getloadavg()]}))
 
 

@@ -22,7 +22,7 @@ GEMV_MAX_ROWS = 16
 BLOCK_N = 64
 INT4_ROW_BYTES = 64  # bytes of each weight row a program reads per loop step (whole groups)
 INT8_BLOCK_K = 128
-TARGET_PROGRAMS = 528  # four per SM on a 132-SM H100: enough loads in flight to hide latency
+TARGET_PROGRAMS = 528  # programs a launch aims for: enough loads in flight to hide latency (docs/gpu.md)
 
 
 @triton.jit

@@ -1,6 +1,5 @@
-// Asks for the cache line at `p` ahead of its use. GCC 12 at -O3 dropped __builtin_prefetch (and
-// _mm_prefetch) from our kernels' loops: the built library held no prefetch instruction. So on
-// x86-64 it is an asm statement, which the compiler keeps.
+// Asks for the cache line at `p` ahead of its use. On x86-64 an asm statement, which the compiler
+// cannot drop from a loop as it may drop __builtin_prefetch (docs/engine-cpu.md).
 #pragma once
 
 inline void prefetch_line(const void* p) {

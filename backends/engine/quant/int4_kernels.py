@@ -9,8 +9,8 @@ Candidates:
 - `dequant`: the weights dequantized to bf16, then one tensor-core matmul (kernels/int4_dequant.py),
   for prompt chunks.
 
-The default table is a first guess from the one H100 run we have (docs/quantization.md, "int4
-kernels per row count"); `python -m benchmarks.gpu_check --only int4_table` measures every
+The default table is a first guess from the measurements in docs/quantization.md ("int4 kernels
+per row count"); `python -m benchmarks.gpu_check --only int4_table` measures every
 candidate and prints a table in the form `load_table` reads, so a GPU run can replace it: set
 TIERGATE_INT4_TABLE to that file, or paste its rows into DEFAULT_TABLE. A kernel a layer cannot
 run (GemLite absent, a shape it does not take) gives its rows to its FALLBACK, logged once.
@@ -95,8 +95,8 @@ class RowTable:
         return RowTable(tuple(steps))
 
 
-# tinygemm where the H100 run saw it win (one row); GemLite, where present, for decode batches;
-# dequantize-then-bf16-matmul from the rows where tinygemm fell to half of bf16's speed
+# tinygemm for a row or a few, GemLite (where present) for decode batches, dequantize-then-bf16-
+# matmul for prompt chunks; the bounds' measurements: docs/quantization.md
 DEFAULT_TABLE = RowTable(((4, RowKernel.TINYGEMM), (64, RowKernel.GEMLITE), (None, RowKernel.DEQUANT)))
 
 
