@@ -3,14 +3,14 @@
 Formats (weights `[out_features, in_features]`, i.e. `[n, k]`, as nn.Linear stores them):
 
 - int8: symmetric per output channel. `q = round(w / s)` in [-127, 127] with
-  `s = max|w_row| / 127`; `w ≈ q * s`. Kernels: our C++ `tiergate::int8_linear` for decode-sized
+  `s = max|w_row| / 127`; `w ≈ q * s`. Kernels: our C++ `int8_linear` for decode-sized
   inputs (cpu_kernels.py), `aten._weight_int8pack_mm(x, q, s)` for prompt chunks.
 - int4: asymmetric per group of `group_size` consecutive input features. Codes `q` in
   [0, 15]; aten's convention stores `(scale, zero)` with `w ≈ (q - 8) * scale + zero`
   (so `zero` is the group's value at the mid code). Scales/zeros are laid out
   `[k / group_size, n, 2]`; the codes (int32 `[n, k]`) are packed once by
   `aten._convert_weight_to_int4pack_for_cpu` into an opaque `[n, k / 2]` uint8 layout.
-  Kernels: our C++ `tiergate::int4_linear` on tiles that hold codes, scales and zeros in the
+  Kernels: our C++ `int4_linear` (cpu_kernels.py) on tiles that hold codes, scales and zeros in the
   order it reads them (`pack_int4_tiles`), for every row count, since it beats aten's at every
   row count measured (docs/engine-cpu.md); `aten._weight_int4pack_mm_for_cpu(x, packed,
   group_size, scales_and_zeros)` where our kernels do not build.

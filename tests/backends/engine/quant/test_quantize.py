@@ -11,6 +11,7 @@ from backends.engine.quant.gguf_blocks import load_q4_1
 from backends.engine.model.models import model_dir
 from backends.engine.quant.quantize import (DENSE_MIN_ROWS, Int4Linear, Int8Linear, Kernel, attach_dense_prefill,
                                       dense_prefill_dtype, quantize_linears)
+from kernels import cpu_kernels
 from kernels.quantized_linear import (dequantize_int4, dequantize_int8, dequantize_q4_1, int4_linear,
                                       int4_linear_reference, int8_linear, int8_linear_reference, pack_int4,
                                       q4_1_to_int4, quantize_int4, quantize_int8, split_q4_1)
@@ -165,7 +166,14 @@ def test_quantized_engine_matches_hf_on_same_quantized_weights(factory, method, 
     engine = LLMEngine(config, model=model)
     assert isinstance(model.model.layers[0].self_attn.q_proj, Int8Linear if method == "int8" else Int4Linear)
     assert (getattr(model.model.layers[0].mlp.up_proj, "fused", None) is not None) == config.compile_decode
-    assert engine.generate(prompts, GREEDY) == expected
+    got = engine.generate(prompts, GREEDY)
+    if method == "int4" and cpu_kernels.int4_activation_levels() == 127:
+        # the AVX2 build rounds x to 127 steps a group: float noise between HF's attention and the
+        # engine's moves a rounding by a whole step now and then, and a random tiny model has
+        # near-ties (tiny Gemma 3 measured 0.875: 3 of 10 prompts part at tokens 5, 11 and 12)
+        assert agreeing_prefix(got, expected) >= 0.75
+    else:
+        assert got == expected
     if config.num_blocks == 40:
         assert engine.scheduler.num_preemptions > 0
 
@@ -196,9 +204,15 @@ def agreeing_prefix(outputs, reference) -> float:
 
 # Teacher-forced agreement is the close check. The free-running prefix bound only catches a
 # broken tier: one near-tie moves it by up to 0.25 (the measured values: docs/quantization.md).
+# int4's bounds follow how the kernel build rounds x: to int16, or to int8 in the AVX2 build.
+AGREEMENT_BOUNDS = {"int8": (0.85, 0.15), "int4": {16383: (0.98, 0.5), 127: (0.9, 0.15)}}
+
+
 @pytest.mark.slow  # SmolLM2 generates in fp32, int8 and int4
-@pytest.mark.parametrize("method,forced_bound,prefix_bound", [("int8", 0.85, 0.15), ("int4", 0.98, 0.5)])
-def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method, forced_bound, prefix_bound):
+@pytest.mark.parametrize("method", ["int8", "int4"])
+def test_quantized_smollm2_agrees_with_fp32(smol_fp32_outputs, method):
+    bounds = AGREEMENT_BOUNDS[method]
+    forced_bound, prefix_bound = bounds[cpu_kernels.int4_activation_levels()] if method == "int4" else bounds
     prompts, fp32 = smol_fp32_outputs
     engine = LLMEngine(EngineConfig(model="smollm2-135m", kv_cache_bytes=32 << 20, quantization=method))
     assert isinstance(engine.model.model.layers[0].mlp.up_proj, Int8Linear if method == "int8" else Int4Linear)
