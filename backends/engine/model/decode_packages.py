@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from torch._ops import OpOverload
 import transformers
 from torch import nn
 
@@ -141,7 +142,7 @@ def merge_repeated_calls(module: torch.fx.GraphModule) -> int:
     removed = 0
     for node in list(module.graph.nodes):
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) \
+        if node.op != "call_function" or not isinstance(target, OpOverload) \
                 or target._schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
             continue
         key = (target, repr(node.args), repr(node.kwargs))
