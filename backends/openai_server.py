@@ -22,6 +22,7 @@ from .engine.core.llm_engine import RequestTooLargeError, StepFailedError
 from .engine.core.scheduler import QueueFullError
 from .engine.core.sequence import INTERACTIVE, PRIORITIES
 from .engine.model.models import model_dir
+from .serving.cache_salt import take_cache_salt
 from .serving.choices import Choice
 from .serving.generation_defaults import read_generation_defaults
 from .serving.model_identity import model_identity
@@ -107,23 +108,27 @@ class WorkerAPI:
         return await answer_abort(self.usage_book, request)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        req = parse_chat(await read_json_object(request))
+        body = await read_json_object(request)
+        salt = take_cache_salt(body)
+        req = parse_chat(body)
         self._check_model(req.model)
         if not getattr(self.engine.tokenizer, "chat_template", None):
             raise bad_request(f"model {self.model_name!r} has no chat template; use /v1/completions",
                               param="model", code="chat_not_supported")
         check_token_ids(req.params, self.vocab_size, where=f"model {self.model_name!r}")
         grammar = self._grammar(output_grammar, req.params)
-        return await self._serve(request, chat_prompt_ids(self.engine.tokenizer, req), req.params, True, grammar)
+        return await self._serve(request, chat_prompt_ids(self.engine.tokenizer, req), req.params, True, grammar, salt)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        req = parse_completion(await read_json_object(request))
+        body = await read_json_object(request)
+        salt = take_cache_salt(body)
+        req = parse_completion(body)
         self._check_model(req.model)
         check_token_ids(req.params, self.vocab_size, req.prompt, where=f"model {self.model_name!r}")
         prompt_ids = req.prompt if isinstance(req.prompt, list) else self.engine.tokenizer.encode(req.prompt)
         if not prompt_ids:
             raise bad_request("the prompt encodes to no tokens", param="prompt")
-        return await self._serve(request, prompt_ids, req.params, False, self._grammar(output_grammar, req.params))
+        return await self._serve(request, prompt_ids, req.params, False, self._grammar(output_grammar, req.params), salt)
 
     # -- shared generation path -----------------------------------------------------------
     def _check_model(self, model: str) -> None:
@@ -147,7 +152,7 @@ class WorkerAPI:
         return params.max_tokens or min(default, room)
 
     async def _serve(self, request: web.Request, prompt_ids: list[int], params: GenerationParams, chat: bool,
-                     grammar: str | None):
+                     grammar: str | None, cache_salt: str | None = None):
         priority = request.headers.get(PRIORITY_HEADER, INTERACTIVE)
         if priority not in PRIORITIES:
             raise bad_request(f"header {PRIORITY_HEADER} must be one of {', '.join(PRIORITIES)}",
@@ -155,7 +160,7 @@ class WorkerAPI:
         timer = RequestTimer(self.metrics)
         shape = output_shape(params) if grammar is not None else None
         sampling = engine_sampling(params, self.generation_defaults, self._max_tokens(params, len(prompt_ids)), grammar,
-                                   shape, priority)
+                                   shape, priority, cache_salt)
         opened = []
         tally = self.usage_book.open(request.headers.get("x-request-id"))
         try:

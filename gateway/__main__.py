@@ -55,6 +55,8 @@ def main(argv=None) -> int:
     if wants_embedded(config.redis, redis_url):
         embedded = EmbeddedRedis()
         redis_url = embedded.url
+    from .core.cache_salt import shared_secret
+    shared_secret()  # one cache-salt secret for every process: a tenant's salt is the same whichever answers
     env = dict(os.environ, **({"TIERGATE_REDIS_URL": redis_url} if redis_url else {}))
     metrics_dir = None
     if args.workers > 1:

@@ -28,6 +28,7 @@ from backends.serving.usage_book import UsageBook
 from webwire.errors import error_middleware, read_json_object
 from webwire.internal_key import key_from_env
 from webwire.worker_api import EMBED, GENERATE, add_routes
+from backends.serving.cache_salt import take_cache_salt
 from wire.requests import parse_chat, parse_completion
 
 _DONE = b"data: [DONE]\n\n"
@@ -134,7 +135,9 @@ class FakeUpstream:
 
     async def _generate(self, request: web.Request, chat: bool):
         body = await read_json_object(request)
-        (parse_chat if chat else parse_completion)(body)  # the worker's own checks: the same 400s
+        checked = dict(body)
+        take_cache_salt(checked)  # the gateway's field, as the worker takes it
+        (parse_chat if chat else parse_completion)(checked)  # the worker's own checks: the same 400s
         self.seen.append({"body": body, "headers": {k.lower(): v for k, v in request.headers.items()}})
         self.in_flight += 1
         tally = self.usage_book.open(request.headers.get("x-request-id"))

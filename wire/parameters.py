@@ -30,6 +30,8 @@ _WHY_NOT = {
     "function_call": "the legacy 'function_call' parameter is not supported; use 'tool_choice'",
     "metadata": "'metadata' is only stored by OpenAI's hosted service; this server stores nothing",
     "prompt_cache_key": "'prompt_cache_key' is not supported (prefix caching is automatic)",
+    "cache_salt": "'cache_salt' is set by the gateway from the tenant (prefix caches are per tenant); a client "
+                  "may not choose it",
     "safety_identifier": "'safety_identifier' is not supported",
     "suffix": "'suffix' (insertion) is not supported",
 }

@@ -11,7 +11,8 @@ from .generation_defaults import setting
 
 
 def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, grammar: str | None,
-                    shape: OutputShape | None = None, priority: str = INTERACTIVE) -> SamplingParams:
+                    shape: OutputShape | None = None, priority: str = INTERACTIVE,
+                    cache_salt: str | None = None) -> SamplingParams:
     surface = params.surface
     return SamplingParams(
         max_tokens=max_tokens,
@@ -29,6 +30,7 @@ def engine_sampling(params: GenerationParams, defaults: dict, max_tokens: int, g
         grammar=grammar,
         shape=shape,
         priority=priority,
+        cache_salt=cache_salt,
     )
 
 

@@ -5,11 +5,13 @@ from aiohttp import web
 
 from policies.decision_types import StepKind
 
+from ..admin.view import sees_everything
 from ..core.context import CTX, RequestContext, credentials
 from ..core.body import read_authenticated
 from ..core.request import max_tokens_asked, parse
 from ..core.routing import plan_route
 from ..core.services import Services
+from ..config import TENANT_SCOPE
 from ..core.services import SERVICES
 from ..core.upstream import choose
 
@@ -19,12 +21,15 @@ async def route_dry_run(request: web.Request) -> web.Response:
     services = request[SERVICES]
     tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
                                             lambda: services.sinks.policy.authenticate(credentials(request)))
-    about, headers = await explain_route(services, tenant, body, request[CTX])
+    about, headers = await explain_route(services, tenant, body, request[CTX], sees_everything(request, services))
     return web.json_response(about, headers=headers)
 
 
-async def explain_route(services: Services, tenant, body: dict, ctx: RequestContext) -> tuple[dict, dict[str, str]]:
-    """/v1/route's answer for `body` as `tenant` would send it, and the headers it carries."""
+async def explain_route(services: Services, tenant, body: dict, ctx: RequestContext,
+                        admin: bool = True) -> tuple[dict, dict[str, str]]:
+    """/v1/route's answer for `body` as `tenant` would send it, and the headers it carries. A tenant's
+    (`admin` False) names the worker instead of its URL, and with `affinity.scope: global` withholds
+    the affinity outcome: there the index holds every tenant's prefixes."""
     config = services.config
     parsed = parse("chat" if "messages" in body else "completion", body)
     route = plan_route(services.router, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
@@ -43,11 +48,19 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
         "capabilities": services.router.capabilities[route.tier.name].as_dict(),
         "priority": decision.priority,
         "max_tokens_cap": decision.max_tokens_cap,
-        "backend": pick.backend.url if pick else None,
-        "affinity": (pick.affinity if keys else "none") if pick else None,
+        "backend": (pick.backend.url if admin else pick.backend.label) if pick else None,
+        "affinity": _affinity(pick, keys, admin or config.affinity.scope == TENANT_SCOPE),
         "tenant": tenant.name,
     }
     return about, ctx.headers(route.tier, pick.backend.label if pick else "none")
+
+
+def _affinity(pick, keys: list[str], may_see: bool) -> str | None:
+    if pick is None:
+        return None
+    if not may_see:
+        return "withheld"
+    return pick.affinity if keys else "none"
 
 
 def _by_level(values: list[float]) -> dict[str, float]:

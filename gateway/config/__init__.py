@@ -74,6 +74,9 @@ class Breaker:
     open_s: float = setting(5.0, "How long an open breaker stays open before a half-open trial.", above=0)
 
 
+TENANT_SCOPE, GLOBAL_SCOPE = "tenant", "global"
+
+
 @dataclass(frozen=True)
 class Affinity:
     enabled: bool = setting(True, "Send requests that share a prompt prefix to the worker that has it cached.")
@@ -82,6 +85,15 @@ class Affinity:
     ttl_s: int = setting(600, "How long a prefix stays attached to a worker.", minimum=1)
     load_margin: int = setting(4, "Prefer the affine worker unless it has this many more requests in flight.",
                                minimum=0)
+    scope: str = setting(TENANT_SCOPE, "Who shares prefixes: `tenant` (each tenant's prompts are indexed, and "
+                                       "cached on the workers, apart from every other tenant's) or `global` (tenants "
+                                       "share both: more cache hits for a common system prompt, but a tenant can "
+                                       "then tell from the worker chosen or the time to first token whether another "
+                                       "tenant sent a prefix; /v1/route withholds the affinity outcome from tenants).",
+                         choices=(TENANT_SCOPE, GLOBAL_SCOPE))
+    cache_salt: bool = setting(True, "With scope `tenant`, send each request's workers a `cache_salt` derived from "
+                                     "its tenant (ours and vLLM key their prefix caches with it). Turn off only for "
+                                     "upstreams that refuse the field; their prefix caches are then shared.")
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ async def workers(services) -> dict:
             tiers_of.setdefault(spec.url, []).append(tier.name)
     scraped = await asyncio.gather(*(_scrape(services.transport, b, config.health.timeout_s) for b in backends))
     now = time.monotonic()
-    rows = [{"worker": b.label, "url": b.url, "tiers": tiers_of.get(b.url, []), "healthy": b.healthy,
+    rows = [{"worker": b.address, "name": b.label, "url": b.url, "tiers": tiers_of.get(b.url, []), "healthy": b.healthy,
              "breaker": b.breaker_state(now), "in_flight_here": b.outstanding, "metrics_read": figures is not None,
              **(figures or engine_figures({}))}
             for b, figures in zip(backends, scraped)]

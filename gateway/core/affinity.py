@@ -1,8 +1,9 @@
 """Prefix affinity: send prompts that share a long prefix to the worker that has it cached.
 
 The prompt text is cut into fixed-size chunks; chunk i's key is a hash chained over chunks
-0..i (seeded with the model name), so a key matches only if the whole prefix up to it
-matches. Every key of one prompt carries its first chunk's hash as its Redis Cluster hash tag,
+0..i (seeded with the model name and the scope: the tenant's name by default, so one tenant's
+prefixes are never found by another's lookups), so a key matches only if the whole prefix up to
+it matches. Every key of one prompt carries its first chunk's hash as its Redis Cluster hash tag,
 so one lookup's keys share a slot. Redis maps key -> URL of the worker that last served that prefix (with TTL).
 A lookup is one MGET; the deepest key that names a live worker wins. Any Redis error
 turns affinity off for a while: routing never waits on, or fails because of, Redis.
@@ -22,11 +23,12 @@ REDIS_ERRORS = (Exception,)  # redis.RedisError, OSError, timeouts: all mean "Re
 MAX_PENDING_WRITES = 256
 
 
-def prefix_keys(text: str, model: str, settings: Affinity, key_prefix: str) -> list[str]:
+def prefix_keys(text: str, model: str, settings: Affinity, key_prefix: str, scope: str) -> list[str]:
+    """`scope`: whose prefixes these are (a tenant's name; "" where every tenant shares them)."""
     size = settings.chunk_chars
     full_chunks = min(len(text) // size, settings.max_chunks)
     keys, tag = [], ""
-    digest = hashlib.blake2b(model.encode(), digest_size=12).digest()
+    digest = hashlib.blake2b(f"{len(scope)}:{scope}:{model}".encode(), digest_size=12).digest()
     for i in range(full_chunks):
         digest = hashlib.blake2b(digest + text[i * size:(i + 1) * size].encode(), digest_size=12).digest()
         tag = tag or digest.hex()[:8]

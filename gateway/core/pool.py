@@ -6,6 +6,8 @@ breaker allows: closed, or half-open with no probe in flight.
 Load counts are per gateway process; the affinity index is the part shared through Redis.
 A Backend also carries the headers every call to it sends: the upstream's own API key
 (`Authorization: Bearer`, from the config's api_key_env), never a client's.
+Its `label` (headers, metrics, errors a tenant reads) is a name, `<first tier>-<n>`: the worker's
+URL and host:port (`address`) are shown only to the admin key, in logs and in traces.
 """
 from __future__ import annotations
 
@@ -22,14 +24,15 @@ UP, DOWN, SILENT = "up", "down", "silent"  # what one health check heard (tier_c
 
 
 class Backend:
-    __slots__ = ("url", "label", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
+    __slots__ = ("url", "label", "address", "outstanding", "healthy", "failures", "open_until", "probing", "auth_headers",
                  "capabilities", "identity", "_urls", "silent_checks")
 
-    def __init__(self, url: str, api_key: str | None = None):
+    def __init__(self, url: str, api_key: str | None = None, name: str = "worker"):
         self.url = url
         self.set_key(api_key)
         parts = urlsplit(url)
-        self.label = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        self.address = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        self.label = name
         self.outstanding = 0
         self.healthy = True  # optimistic until the first health check says otherwise
         self.silent_checks = 0  # health checks in a row without an answer, and no request answered since
@@ -51,7 +54,7 @@ class Backend:
         self.auth_headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def __repr__(self) -> str:  # never the key
-        return f"Backend({self.label})"
+        return f"Backend({self.label}, {self.address})"
 
     def breaker_state(self, now: float) -> str:
         if self.open_until == 0.0:
@@ -135,8 +138,11 @@ class Pools:
         self.by_tier: dict[str, TierPool] = {}
         for tier in (*config.tiers, *config.embedding_tiers):
             members = []
-            for spec in tier.workers:
-                backend = self.backends.get(spec.url) or known.get(spec.url) or Backend(spec.url)
+            for number, spec in enumerate(tier.workers, start=1):
+                backend = self.backends.get(spec.url)
+                if backend is None:  # named after the first tier listing it, in this config
+                    backend = known.get(spec.url) or Backend(spec.url)
+                    backend.label = f"{tier.name}-{number}"
                 backend.set_key(spec.api_key)  # a reload may carry a new key for a URL that stays
                 self.backends[spec.url] = backend
                 members.append(backend)

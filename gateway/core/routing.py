@@ -14,8 +14,9 @@ from wire.token_ids import check_token_ids, named_token_ids
 from wire.requests import ChatRequest, CompletionRequest, conversation_text
 
 from .affinity import prefix_keys
+from .cache_salt import cache_salt
 from .classify import Classification, Classifier, ClassifierSlot
-from ..config import AUTO, Config, Tier
+from ..config import AUTO, TENANT_SCOPE, Config, Tier
 from .metrics import METRICS
 from .policy_seam import PolicyService
 
@@ -52,6 +53,8 @@ class Route:
     # the tiers above `tier` this request may climb to (failover, shape re-ask), cheapest first: only
     # those its policy allows (allowed_tiers, max_tier) and that can serve it (capabilities)
     escalation_path: tuple[Tier, ...]
+    affinity_scope: str = ""  # whose prefixes its affinity keys find: its tenant's, or "" (shared by all)
+    cache_salt: str = ""  # sent to the workers as `cache_salt` (core/cache_salt.py); "": none
 
     def next_up(self, tier: Tier) -> Tier | None:
         """The cheapest tier of the escalation path above `tier`; None: nowhere this request may go."""
@@ -61,13 +64,17 @@ class Route:
         """Affinity keys are per model: after an escalation to another model they differ."""
         if tier.model == self.tier.model:
             return self.affinity_keys
-        return _keys(self.prompt_text, tier, config)
+        return _keys(self.prompt_text, tier, config, self.affinity_scope)
 
 
-def _keys(text: str, tier: Tier, config: Config) -> list[str]:
+def affinity_scope(config: Config, tenant) -> str:
+    return tenant.name if config.affinity.scope == TENANT_SCOPE else ""
+
+
+def _keys(text: str, tier: Tier, config: Config, scope: str) -> list[str]:
     if not config.affinity.enabled:
         return []
-    return prefix_keys(text, tier.model, config.affinity, config.redis.key_prefix)
+    return prefix_keys(text, tier.model, config.affinity, config.redis.key_prefix, scope)
 
 
 def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
@@ -118,9 +125,11 @@ def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | Com
         raise OpenAIError(404, f"The model '{requested}' does not exist", param="model", code="model_not_found")
     path = tuple(t for t in config.tiers_above(tier) if t.name in decision.usable_tiers)
     _check_token_ids(router, config, tier, path, parsed)
+    scope = affinity_scope(config, tenant)
     return Route(requested_model=requested, tier=tier, decision=decision, classification=classification,
-                 prompt_text=text, affinity_keys=_keys(text, tier, config), estimated_prompt_tokens=estimated,
-                 prompt_bound=prompt_token_bound(parsed), escalation_path=path)
+                 prompt_text=text, affinity_keys=_keys(text, tier, config, scope), estimated_prompt_tokens=estimated,
+                 prompt_bound=prompt_token_bound(parsed), escalation_path=path, affinity_scope=scope,
+                 cache_salt=cache_salt(scope) if scope and config.affinity.cache_salt else "")
 
 
 def _check_token_ids(router: Router, config: Config, tier: Tier, path: tuple[Tier, ...],

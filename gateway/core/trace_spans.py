@@ -36,7 +36,7 @@ class _Attempt:
 
     def __init__(self, tier, backend, number: int):
         self._manager = tracing.span("upstream", {
-            "tiergate.tier": tier.name, "gen_ai.request.model": tier.model, "tiergate.worker": backend.label,
+            "tiergate.tier": tier.name, "gen_ai.request.model": tier.model, "tiergate.worker": backend.address,
             "server.address": backend.url, "tiergate.attempt": number, "tiergate.failover": number > 1}, client=True)
         self._span = None
 

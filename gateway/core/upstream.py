@@ -116,6 +116,8 @@ class Ask:
     def body_for(self, tier: Tier) -> bytes:
         out = dict(self.body)
         out["model"] = tier.model
+        if self.route.cache_salt:
+            out["cache_salt"] = self.route.cache_salt
         if self.stream:
             # Always ask for usage so cost is exact; the gateway drops that chunk if the client did not ask.
             out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}
@@ -249,7 +251,7 @@ class _Failover:
                 suspect = suspect or _Suspect(backend, exc.status)
                 continue
             except RETRYABLE as exc:
-                last_error = f"{backend.label}: {exc}"
+                last_error = f"{backend.label}: {_fault(exc)}"
                 timed_out = isinstance(exc, asyncio.TimeoutError)
                 counted = None if isinstance(exc, NOT_SENT) else await self._abandon(tier, backend, timed_out)
                 if timed_out and counted is not None and counted.source == "worker" and counted.completion_tokens:
@@ -267,6 +269,13 @@ class _Failover:
             opened.attempt_id = self.attempt_id
             return opened
         raise _unanswered(config, route, tier, self.count, last_error, busy)
+
+
+def _fault(exc: BaseException) -> str:
+    """A connection fault as a tenant may read it: its kind, never the worker's address (the message's)."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    return "could not connect" if isinstance(exc, NOT_SENT) else f"connection failed ({type(exc).__name__})"
 
 
 def _answer_timeout(config: Config, backend: Backend, counted: Usage) -> OpenAIError:

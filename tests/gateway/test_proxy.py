@@ -31,7 +31,7 @@ async def test_chat_non_streaming_returns_upstream_answer_and_headers(two_tier):
     assert answer.usage.completion_tokens == 5
     assert raw.headers["x-tiergate-tier"] == "small"  # short prompt: level 1
     assert raw.headers["x-tiergate-model"] == "model-small"
-    assert raw.headers["x-tiergate-backend"].startswith("127.0.0.1:")
+    assert raw.headers["x-tiergate-backend"] == "small-1"  # a name: worker addresses are for the admin key only
     server_id = raw.headers["x-request-id"]   # the gateway's own id; the client's is only echoed
     assert server_id.startswith("req-") and raw.headers["x-client-request-id"] == "abc-123"
     assert 0 < float(raw.headers["x-tiergate-overhead-ms"]) < elapsed_ms  # the gateway's share of what we waited

@@ -77,7 +77,7 @@ def cache_groups(tenant: str) -> list[list[str]]:
 
 def affinity_groups(_tenant: str) -> list[list[str]]:
     settings = Affinity(chunk_chars=16, max_chunks=8)
-    return [prefix_keys("x" * 200 + str(n), model, settings, PREFIX) for n, model in enumerate(("m1", "m2"))]
+    return [prefix_keys("x" * 200 + str(n), model, settings, PREFIX, "tenant-a") for n, model in enumerate(("m1", "m2"))]
 
 
 def quality_groups(_tenant: str) -> list[list[str]]:
@@ -158,6 +158,6 @@ def test_tenant_keys_are_tagged_by_their_tenant(module):
 
 def test_one_prompt_shares_a_slot_and_prompts_spread():
     settings = Affinity(chunk_chars=16, max_chunks=8)
-    slots = {_slot(prefix_keys(f"prompt {i} " + "y" * 100, "m", settings, PREFIX)[0]) for i in range(50)}
+    slots = {_slot(prefix_keys(f"prompt {i} " + "y" * 100, "m", settings, PREFIX, "tenant-a")[0]) for i in range(50)}
     assert len(slots) > 40
 

@@ -4,6 +4,9 @@ A full block is identified by a chained hash (parent block's hash + its token id
 hash names the whole prefix up to that block. Freed blocks keep their hash and stay
 findable until the pool needs them again, oldest first (the free queue is the LRU).
 A hit also compares token ids, so a hash collision can never serve wrong K/V.
+A request's cache salt (SamplingParams.cache_salt: the gateway's, one per tenant) seeds its chain
+and is kept on each block it fills: requests with different salts never share a block, so one
+tenant's time to first token says nothing of what another sent.
 """
 from __future__ import annotations
 
@@ -13,16 +16,18 @@ from .sequence import Sequence
 
 
 class Block:
-    __slots__ = ("block_id", "ref_count", "hash", "token_ids")
+    __slots__ = ("block_id", "ref_count", "hash", "token_ids", "salt")
 
     def __init__(self, block_id: int):
         self.block_id = block_id
         self.ref_count = 0
         self.hash: int | None = None
         self.token_ids: tuple[int, ...] | None = None
+        self.salt: str | None = None
 
 
-def chain_hash(parent: int | None, token_ids: tuple[int, ...]) -> int:
+def chain_hash(parent: int | str | None, token_ids: tuple[int, ...]) -> int:
+    """`parent`: the previous block's hash; for a first block, the request's cache salt (or None)."""
     return hash((parent, token_ids))
 
 
@@ -53,7 +58,7 @@ class BlockManager:
         block = self.blocks[block_id]
         if block.hash is not None and self.cached.get(block.hash) == block_id:
             del self.cached[block.hash]  # evicting the least recently used cached block
-        block.hash, block.token_ids, block.ref_count = None, None, 1
+        block.hash, block.token_ids, block.salt, block.ref_count = None, None, None, 1
         return block_id
 
     def _block_tokens(self, seq: Sequence, index: int) -> tuple[int, ...]:
@@ -65,12 +70,13 @@ class BlockManager:
         assert not seq.block_table, "match_prefix runs only on a sequence holding no blocks"
         hashes: list[int] = []
         if self.enable_prefix_caching:
-            parent = None
+            salt = seq.params.cache_salt
+            parent = salt
             for index in range((seq.num_tokens - 1) // self.block_size):
                 tokens = self._block_tokens(seq, index)
                 h = chain_hash(parent, tokens)
                 block_id = self.cached.get(h)
-                if block_id is None or self.blocks[block_id].token_ids != tokens:
+                if block_id is None or self.blocks[block_id].token_ids != tokens or self.blocks[block_id].salt != salt:
                     break
                 block = self.blocks[block_id]
                 if block.ref_count == 0:
@@ -104,12 +110,13 @@ class BlockManager:
         if not self.enable_prefix_caching:
             return
         hashes = self.block_hashes.setdefault(seq.seq_id, [])
+        salt = seq.params.cache_salt
         for index in range(len(hashes), seq.num_computed_tokens // self.block_size):
             tokens = self._block_tokens(seq, index)
-            h = chain_hash(hashes[-1] if hashes else None, tokens)
+            h = chain_hash(hashes[-1] if hashes else salt, tokens)
             block = self.blocks[seq.block_table[index]]
             if block.hash is None:
-                block.hash, block.token_ids = h, tokens
+                block.hash, block.token_ids, block.salt = h, tokens, salt
                 self.cached.setdefault(h, block.block_id)
             hashes.append(h)
 

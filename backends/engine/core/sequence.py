@@ -41,6 +41,7 @@ class SamplingParams:
     shape: "OutputShape | None" = None  # the grammar's output shape: lets the engine finish it in time
     close_in_budget: bool = True  # force the shortest valid ending when max_tokens would cut it
     priority: str = INTERACTIVE  # one of PRIORITIES (engine/core/scheduler.py)
+    cache_salt: str | None = None  # prefix-cache scope (block_manager.py): only requests with the same salt share blocks
 
     @property
     def has_penalties(self) -> bool:

@@ -60,3 +60,24 @@ def test_allocation_is_all_or_nothing():
     seq = Sequence(list(range(10)), SamplingParams())
     assert not bm.allocate(seq, 10)
     assert seq.block_table == [] and bm.num_free_blocks == 3
+
+
+def test_requests_with_different_cache_salts_never_share_blocks():
+    bm = BlockManager(num_blocks=32, block_size=4)
+    first = computed(bm, Sequence(list(range(13)), SamplingParams(cache_salt="tenant-a")))
+    for salt in ("tenant-b", None):
+        other = Sequence(list(range(13)), SamplingParams(cache_salt=salt))
+        assert bm.match_prefix(other) == 0
+        computed(bm, other)
+        assert not set(other.block_table) & set(first.block_table)
+    same = Sequence(list(range(13)), SamplingParams(cache_salt="tenant-a"))
+    assert bm.match_prefix(same) == 12  # the same salt shares as before
+    assert same.block_table == first.block_table[:3]
+
+
+def test_a_salted_block_is_not_served_on_a_hash_collision():
+    bm = BlockManager(num_blocks=8, block_size=4)
+    a = computed(bm, Sequence(list(range(5)), SamplingParams(cache_salt="tenant-a")))
+    block = bm.blocks[a.block_table[0]]
+    bm.cached[hash(("tenant-b", block.token_ids))] = block.block_id  # as if tenant-b's chain hashed the same
+    assert bm.match_prefix(Sequence(list(range(5)), SamplingParams(cache_salt="tenant-b"))) == 0
