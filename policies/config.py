@@ -71,6 +71,45 @@ class CachePolicy:
                                                        "nothing); the usage log marks it usage_source cache.")
 
 
+CASCADE_MODES = ("off", "allow", "on")
+
+
+def _cascade_mode(f: Fields, key: str) -> str:
+    value = f.get(key, "allow")
+    if isinstance(value, bool):  # YAML 1.1 reads an unquoted off/on as a boolean
+        value = "on" if value else "off"
+    if value not in CASCADE_MODES:
+        f.fail(key, f"must be one of {', '.join(CASCADE_MODES)}, got {value!r}")
+    return value
+# Placeholder until the calibrated default (docs/routing.md, "Cascade") replaces it: the one place it is set.
+CASCADE_THRESHOLD = -1.0
+MAX_HOLD_TOKENS = 4096  # a held stream keeps this many tokens in the gateway at most
+
+
+@dataclass(frozen=True)
+class CascadePolicy:
+    mode: str = setting("allow", "off: never (a request asking for it gets 403); allow: only requests with "
+                                 "\"cascade\": true; on: every routed request unless it sends \"cascade\": false. "
+                                 "A cascade may bill two answers (docs/routing.md, Cascade).", choices=CASCADE_MODES,
+                        parse=lambda f, k: _cascade_mode(f, k))
+    threshold: float = setting(CASCADE_THRESHOLD, "The cheap tier's answer is kept when its confidence "
+                                                  "(classifier/cascade_confidence.py) is at least this; below "
+                                                  "it, one usable tier up is asked.", minimum=-1000.0, maximum=0.0)
+    hold_tokens: int = setting(32, "A cascaded stream longer than hold_whole_max_tokens holds back this many "
+                                   "tokens of the cheap tier's answer to decide on.", minimum=1,
+                               maximum=MAX_HOLD_TOKENS)
+    hold_whole_max_tokens: int = setting(256, "A cascaded stream whose max_tokens is at most this holds back "
+                                              "the whole cheap answer before deciding.", minimum=0,
+                                         maximum=MAX_HOLD_TOKENS)
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    cascade: CascadePolicy = setting(CascadePolicy(), "The cascade: the routed tier answers first and its own "
+                                                      "confidence decides whether the next usable tier up is "
+                                                      "asked (docs/routing.md, Cascade: configuration).")
+
+
 _TAG = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 MAX_ALLOWED_TAGS = 64
 
@@ -154,6 +193,7 @@ class TenantPolicy:
     storage: StorageQuotas = setting(StorageQuotas(), "What the tenant may keep stored: files and stored "
                                                       "responses, by count and bytes, and cached answers.")
     cache: CachePolicy = setting(CachePolicy(), "The exact response cache for this tenant (docs/caching.md).")
+    routing: RoutingPolicy = setting(RoutingPolicy(), "Routing after the decision: the cascade.")
 
 
 def _sha256(f: Fields, key: str, default: str | None = None) -> str | None:

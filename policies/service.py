@@ -260,10 +260,11 @@ class PolicyService:
     # -- settlement -------------------------------------------------------------------------------
     async def settle(self, admission: Admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
-                     price: TierPrice | None = None) -> None:
+                     price: TierPrice | None = None, cascade: str | None = None) -> None:
         """Book the real usage once per request id and release the admission's reservation; never
         raises for Redis trouble (the log has it). 0 tokens (nothing served) books nothing.
-        `price`: what these tokens cost instead of the tier's (an answer served from the cache)."""
+        `price`: what these tokens cost instead of the tier's (an answer served from the cache);
+        `cascade`: what the request's cascade came to (`outcome:reason`), for the usage log."""
         tenant = admission.tenant
         self.local.release(tenant.name, admission.request_id)
         self.renewals.release(admission.request_id)
@@ -282,7 +283,7 @@ class PolicyService:
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
             cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)) if served else 0,
             day=day, month=month, ledger="redis", client_request_id=admission.client_request_id,
-            usage_source=usage_source, tags=admission.tags)
+            usage_source=usage_source, tags=admission.tags, cascade=cascade)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
             counted, day_spend, month_spend = await self.call_redis(

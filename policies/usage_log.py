@@ -38,6 +38,7 @@ class UsageRecord:
     # gateway counted with the tier's tokenizer) or "estimate" (the gateway's estimate)
     usage_source: str = "worker"
     tags: tuple[str, ...] | list[str] = ()  # the tags its tenant allows that the request carried
+    cascade: str | None = None  # what a cascaded request came to (kept:confident, escalated:low_confidence, ...)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)

@@ -12,6 +12,7 @@ _SAMPLING = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos",
     "stream", "stream_options", "n", "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty",
     "logit_bias", "user",
+    "cascade",  # the gateway's own (docs/routing.md, Cascade): never sent on to a worker
 }
 CHAT_PARAMETERS = frozenset(_SAMPLING | {
     "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",

@@ -37,6 +37,7 @@ class GenerationParams:
     tools: list[FunctionTool] = field(default_factory=list)
     tool_choice: ToolChoice = field(default_factory=lambda: ToolChoice("none"))
     parallel_tool_calls: bool = True
+    cascade: bool | None = None  # the gateway's cascade asked on (True) or off (False); None: the tenant's mode
 
     @property
     def n(self) -> int:
@@ -94,6 +95,13 @@ def _bool(body: dict, name: str) -> bool:
     return value
 
 
+def _optional_bool(body: dict, name: str) -> bool | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise bad_request(f"'{name}' must be a boolean", param=name)
+    return value
+
+
 def _model(body: dict) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
@@ -146,6 +154,7 @@ def parse_params(body: dict, chat: bool) -> GenerationParams:
         ignore_eos=_bool(body, "ignore_eos"),
         stream=_bool(body, "stream"),
         include_usage=include_usage,
+        cascade=_optional_bool(body, "cascade"),
     )
 
 

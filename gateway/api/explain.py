@@ -8,7 +8,8 @@ from policies.decision_types import StepKind
 from ..admin.view import sees_everything
 from ..core.context import CTX, RequestContext, credentials
 from ..core.body import read_authenticated
-from ..core.request import max_tokens_asked, parse
+from ..core.cascade import plan_request_cascade
+from ..core.request import max_tokens_asked, max_tokens_on, parse
 from ..core.routing import plan_route
 from ..core.services import Services
 from ..config import TENANT_SCOPE
@@ -32,7 +33,10 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
     the affinity outcome: there the index holds every tenant's prefixes."""
     config = services.config
     parsed = parse("chat" if "messages" in body else "completion", body)
-    route = plan_route(services.router, config, tenant, parsed, body, max_tokens_asked(parsed, config), explain=True)
+    max_tokens = max_tokens_asked(parsed, config)
+    route = plan_route(services.router, config, tenant, parsed, body, max_tokens, explain=True)
+    cascade = plan_request_cascade(config, services.router.capabilities, tenant, parsed, route,
+                                   max_tokens_on(max_tokens, route.decision, route.tier))
     pick, keys = await choose(services.upstreams, config, route, route.tier, set())
     c, decision = route.classification, route.decision
     about = {
@@ -51,6 +55,7 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
         "backend": (pick.backend.url if admin else pick.backend.label) if pick else None,
         "affinity": _affinity(pick, keys, admin or config.affinity.scope == TENANT_SCOPE),
         "tenant": tenant.name,
+        "cascade": _cascade(cascade, route.tier),
     }
     return about, ctx.headers(route.tier, pick.backend.label if pick else "none")
 
@@ -61,6 +66,16 @@ def _affinity(pick, keys: list[str], may_see: bool) -> str | None:
     if not may_see:
         return "withheld"
     return pick.affinity if keys else "none"
+
+
+def _cascade(plan, tier) -> dict:
+    """Whether a cascade would run: from which tier to which, at what threshold, or why not."""
+    if not plan.asked:
+        return {"runs": False, "reason": "not_asked"}
+    about = {"runs": plan.runs, "from": tier.name, "to": plan.upper.name if plan.upper else None}
+    if plan.runs:
+        return {**about, "threshold": plan.threshold, "hold_tokens": plan.hold_tokens}
+    return {**about, "reason": plan.reason}
 
 
 def _by_level(values: list[float]) -> dict[str, float]:

@@ -24,10 +24,11 @@ from ..config import AUTO
 from .embeddings import plan_embeddings_route
 from ..core.conclude import Admitted, conclude
 from ..core.body import read_authenticated
-from ..core.request import Call, GatewayRequest, max_tokens_asked, parse
+from ..core.request import Call, GatewayRequest, max_tokens_asked, max_tokens_on, parse
 from ..core.policy_seam import OpenPolicy
 from ..core.relay import Delivery, relay
 from ..core.routing import plan_route
+from ..core.cascade import NOT_ASKED, plan_request_cascade
 from ..core.services import SERVICES, Services
 
 # The endpoints that serve each kind of tier (a tier's `task`); what /v1/models tells clients.
@@ -98,7 +99,7 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
                                                client_request_id=ctx.client_request_id, tags=request.tags)
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
-            raise
+            raise cascade_refusal(refusal, request) from None
         entry = await services.cache.lookup(request, plan) if plan is not None and plan.read else None
         if entry is not None:
             outcome, sample = await serve_hit(request, entry, delivery), None
@@ -134,6 +135,16 @@ async def _generate(services: Services, request: GatewayRequest, plan, delivery:
     return replace(outcome, cache=status), recorder
 
 
+def cascade_refusal(refusal: OpenAIError, request: GatewayRequest) -> OpenAIError:
+    """A budget refusal of a cascaded request says that the cascade's second answer is what did not fit."""
+    if refusal.code != "budget_exceeded" or not request.cascade.runs:
+        return refusal
+    return OpenAIError(refusal.status, f"{refusal.message}; this request cascades (routing.cascade), so its worst "
+                                       "case is two answers, the first tier's and the one above: send "
+                                       "\"cascade\": false to be admitted for one", param="cascade",
+                       code=refusal.code, headers=refusal.headers)
+
+
 def build_request(services: Services, call: Call) -> GatewayRequest:
     """The one typed request: parsed, routed, and with what it may generate settled once."""
     config, kind = services.config, call.kind
@@ -148,8 +159,11 @@ def build_request(services: Services, call: Call) -> GatewayRequest:
         stream, include_usage = parsed.params.stream, parsed.params.include_usage
     if call.priority is not None:
         route = replace(route, decision=replace(route.decision, priority=call.priority))
+    cascade = NOT_ASKED if kind == "embeddings" else plan_request_cascade(
+        config, services.router.capabilities, call.tenant, parsed, route, max_tokens_on(max_tokens, route.decision,
+                                                                                        route.tier))
     return GatewayRequest(call.ctx, kind, call.tenant, parsed, body, route, config, max_tokens, stream,
-                          include_usage, tags)
+                          include_usage, tags, cascade)
 
 
 async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIError) -> None:

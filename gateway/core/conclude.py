@@ -76,6 +76,8 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
         accounted = record_request(request.config, tenant, route, outcome)
     for other in outcome.other_attempts:
         record_cost(tenant, other.tier, other.usage.prompt_tokens, other.usage.completion_tokens)
+    if outcome.cascade is not None:
+        _count_cascade(outcome.cascade)
     if sinks.activity.enabled:
         sinks.activity.record(_served(request, outcome, accounted))
     if admitted.sample is not None:
@@ -86,14 +88,15 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
 
 async def _settle(policy: PolicyService, admission, request: GatewayRequest, outcome: Outcome) -> None:
     usage = outcome.usage
+    cascade = {"cascade": outcome.cascade.logged} if outcome.cascade is not None else {}  # the usage log's field
     try:
         for other in outcome.other_attempts:  # first, while the reservation still holds their share
             await policy.settle(_uncharged(admission), other.attempt_id, other.tier.name,
                                 other.usage.prompt_tokens, other.usage.completion_tokens,
-                                usage_source=other.usage.source)
+                                usage_source=other.usage.source, **cascade)
         await policy.settle(admission, outcome.attempt_id, outcome.served.name, usage.prompt_tokens,
                             usage.completion_tokens, usage_source=usage.source,
-                            price=hit_price(request) if outcome.cache == "hit" else None)
+                            price=hit_price(request) if outcome.cache == "hit" else None, **cascade)
         if isinstance(policy, TenantPolicies):  # a test's own policy has no spend to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left
@@ -111,6 +114,12 @@ def _uncharged(admission):
     """The admission for another attempt's bill: it corrects no token charge and releases no
     reservation (the answer's own settle, last, does both)."""
     return replace(admission, charged_tokens=0, request_id="") if is_dataclass(admission) else admission
+
+
+def _count_cascade(verdict) -> None:
+    METRICS.cascade.labels(verdict.first_tier, verdict.outcome, verdict.reason).inc()
+    if verdict.held_s is not None:
+        METRICS.cascade_held.labels(verdict.first_tier, verdict.outcome).observe(verdict.held_s)
 
 
 def _count_tokens(tenant: str, tier, usage) -> None:

@@ -75,6 +75,11 @@ class _Metrics:
                                    ["from_tier", "to_tier"])
         self.shape_escalations = Counter("tiergate_shape_escalations_total", "Structured answers cut or invalid, "
                                          "asked again of the next tier up", ["from_tier", "to_tier", "why"])
+        self.cascade = Counter("tiergate_cascade_total", "Cascaded requests: the first tier's answer kept, "
+                               "escalated one tier up, or the cascade skipped, and why", ["tier", "outcome", "reason"])
+        self.cascade_held = Histogram("tiergate_cascade_held_seconds", "How much later a cascaded stream's first "
+                                      "token left the gateway than the first tier's came", ["tier", "outcome"],
+                                      buckets=_LATENCY)
         self.affinity = Counter("tiergate_affinity_total", "Prefix-affinity outcomes", ["tier", "result"])
         self.classifier = Histogram("tiergate_classifier_seconds", "Classifier latency", ["classifier"],
                                     buckets=_FAST)

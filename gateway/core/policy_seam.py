@@ -36,7 +36,7 @@ class PolicyService(Protocol):
 
     async def settle(self, admission, request_id: str, tier_name: str,
                      prompt_tokens: int, completion_tokens: int, usage_source: str = "worker",
-                     price=None) -> None: ...
+                     price=None, cascade: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class OpenPolicy:
         return None
 
     async def settle(self, admission, request_id, tier_name, prompt_tokens, completion_tokens,
-                     usage_source="worker", price=None) -> None:
+                     usage_source="worker", price=None, cascade=None) -> None:
         return None
 
 

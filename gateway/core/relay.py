@@ -26,13 +26,16 @@ from wire.sse import DONE, error_event, iter_events
 from webwire.tracing import traced
 
 from ..config import Config, Tier
+from .cascade import ESCALATED, KEPT, SKIPPED, CascadePlan, CascadeVerdict, judge, whole_confidence, without_logprobs
+from .answer_text import generated_texts
+from .cascade_stream import cascade_stream
 from .context import CACHE, RequestContext
 from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
 from .transport import Post
 from .upstream import PATHS, RETRYABLE, Ask, Attempts, Opened, Upstreams, open_upstream
-from .usage import AttemptBill, Usage
+from .usage import MAX_REPORTED_TOKENS, AttemptBill, Usage, reported_in  # noqa: F401 (its tests read them here)
 from .worker_usage import count_unreported
 
 MAX_PENDING_FRAME = 1 << 20  # one SSE frame larger than this means a broken upstream
@@ -56,6 +59,7 @@ class Outcome:
     # attempts billed besides `attempt_id`: answers a shape re-ask replaced, attempts given up on
     other_attempts: tuple[AttemptBill, ...] = ()
     cache: str | None = None                  # hit, miss or bypass (gateway/cache/); None: the cache is not in use
+    cascade: CascadeVerdict | None = None     # what the cascade came to; None: not asked for
 
     @property
     def backend(self) -> str:
@@ -69,6 +73,8 @@ class Outcome:
         headers = ctx.headers(self.served, self.backend, self.upstream_s)
         if self.cache is not None:
             headers[CACHE] = self.cache
+        if self.cascade is not None:
+            headers.update(self.cascade.headers())
         if self.error is not None:
             if isinstance(self.error, OpenAIError):
                 self.error.headers.update(headers)
@@ -93,22 +99,29 @@ class Delivery:
 async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Delivery) -> Outcome:
     """Open an upstream and copy its answer to the client. It never raises: whatever went wrong
     (no worker, the client gone) travels in the Outcome, so conclude() always gets one."""
-    route, stream = request.route, request.stream
-    ask = Ask(request.id, route, PATHS[request.kind], request.body, stream, request.max_tokens)
+    route, stream, plan = request.route, request.stream, request.cascade
+    ask = Ask(request.id, route, PATHS[request.kind], request.body, stream, request.max_tokens, logprobs=plan.runs)
     tried = await open_upstream(upstreams, request.config, ask)
     attempts, opened, error = tried.attempts, tried.opened, tried.error
     usage, streamer, answer = Usage(), None, None
     discarded: tuple[AttemptBill, ...] = ()
+    verdict = plan.skipped(route.tier) if not plan.runs else CascadeVerdict(SKIPPED, "upstream_error", route.tier.name)
     try:
         opened = tried.answer()
+        if plan.runs and opened.response.status == 200:
+            cascade = cascade_stream if stream else _cascade_whole
+            opened, discarded, attempts, verdict = await cascade(upstreams, request.config, ask, plan, opened, attempts)
         if not stream and request.kind == "chat":
-            opened, discarded, attempts = await _reask_if_misshapen(upstreams, request.config, ask, opened, attempts)
+            opened, reasked, attempts = await _reask_if_misshapen(upstreams, request.config, ask, opened, attempts)
+            discarded += reasked
         if stream:
             headers = {**request.ctx.headers(opened.tier, opened.backend.label, attempts.upstream_s),
-                       **dict(delivery.headers)}
-            streamer = StreamRelay(delivery, opened, request.include_usage, headers)
+                       **dict(delivery.headers), **(verdict.headers() if verdict is not None else {})}
+            streamer = StreamRelay(delivery, opened, request.include_usage, headers, plan.strip_logprobs)
             answer = await streamer.run()
         else:
+            if plan.strip_logprobs:
+                opened.body = without_logprobs(opened.body)
             whole, usage = relay_whole(opened)
             answer = await delivery.shaper.whole(whole) if delivery.shaper is not None else whole
     except BaseException as exc:  # cancellation too: the handler re-raises it after finish()
@@ -121,7 +134,7 @@ async def relay(request: GatewayRequest, upstreams: Upstreams, delivery: Deliver
     return Outcome(request.kind, stream, opened.tier if opened is not None else attempts.tier, attempts.count,
                    opened, usage, billed_as, cut=streamer is not None and not streamer.completed,
                    stream_error=streamer is not None and streamer.cut, upstream_s=attempts.upstream_s,
-                   answer=answer, error=error, other_attempts=attempts.abandoned + discarded)
+                   answer=answer, error=error, other_attempts=attempts.abandoned + discarded, cascade=verdict)
 
 
 async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
@@ -138,7 +151,7 @@ async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
             with suppress(ValueError, AttributeError):  # the answer a cancelled re-ask left unread
                 if (reported := reported_in(json.loads(opened.body))) is not None:
                     return reported
-            relayed = _texts(opened.body)
+            relayed = generated_texts(opened.body)
             estimated = (len("".join(relayed)) + 3) // 4  # a quarter of its characters, rounded up
             cut = False  # a whole answer read to its end: an upstream that reports no usage
         counted = await count_unreported(post, ask, opened.attempt_id, opened.tier, opened.backend if cut else None,
@@ -149,24 +162,6 @@ async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
     else:
         return usage
     return replace(counted, first_token_at=usage.first_token_at)
-
-
-def _texts(*payloads: bytes) -> list[str]:
-    """The generated text in answers or stream chunks (for the tokenizer's count)."""
-    out = []
-    for payload in payloads:
-        try:
-            choices = json.loads(payload).get("choices") or []
-        except (ValueError, AttributeError):
-            continue
-        for choice in choices if isinstance(choices, list) else ():
-            if not isinstance(choice, dict):
-                continue
-            said = choice.get("delta") or choice.get("message")
-            text = said.get("content") if isinstance(said, dict) else choice.get("text")
-            if isinstance(text, str):
-                out.append(text)
-    return out
 
 
 async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, opened: Opened, attempts: Attempts
@@ -182,34 +177,41 @@ async def _reask_if_misshapen(upstreams: Upstreams, config: Config, ask: Ask, op
     higher = route.next_up(opened.tier) if why else None  # never past the tenant's policy (Route.escalation_path)
     if higher is None:
         return opened, (), attempts
+    reopened, bills, attempts = await _ask_higher(upstreams, config, ask, opened, attempts, higher)
+    if reopened is None:
+        return opened, (), attempts
+    METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
+    return reopened, bills, attempts
+
+
+async def _cascade_whole(upstreams: Upstreams, config: Config, ask: Ask, plan: CascadePlan, opened: Opened,
+                         attempts: Attempts) -> tuple[Opened, tuple[AttemptBill, ...], Attempts, CascadeVerdict]:
+    """The cascade on a whole answer: kept when its confidence meets the threshold, else asked
+    once of the next tier up the tenant may use (kept if no worker there answers)."""
+    higher = ask.route.next_up(opened.tier)  # never past the tenant's policy (Route.escalation_path)
+    verdict = judge(plan, opened.tier, whole_confidence(opened.body), higher)
+    if verdict.outcome != ESCALATED:
+        return opened, (), attempts, verdict
+    reopened, bills, attempts = await _ask_higher(upstreams, config, ask, opened, attempts, higher)
+    if reopened is None:
+        return opened, (), attempts, replace(verdict, outcome=KEPT, reason="upper_unavailable")
+    return reopened, bills, attempts, verdict
+
+
+async def _ask_higher(upstreams: Upstreams, config: Config, ask: Ask, opened: Opened, attempts: Attempts,
+                      higher: Tier) -> tuple[Opened | None, tuple[AttemptBill, ...], Attempts]:
+    """Ask `higher` once for a whole answer in place of `opened`, which is billed and dropped; None
+    (and `opened` kept) when no worker up there answers."""
     _, first = relay_whole(opened)  # its usage, for the bill
-    again = await open_upstream(upstreams, config, replace(ask, route=replace(route, tier=higher),
-                                                           first_attempt=attempts.count + 1))
+    again = await open_upstream(upstreams, config, replace(ask, route=replace(ask.route, tier=higher),
+                                                           first_attempt=attempts.count + 1, logprobs=False))
     attempts = attempts.then(again.attempts)
     if isinstance(again.error, OpenAIError):
-        return opened, (), attempts
+        return None, (), attempts
     reopened = again.answer()  # the client's cancellation is raised; the first answer is released by conclude
-    METRICS.shape_escalations.labels(opened.tier.name, higher.name, why).inc()
     opened.backend.on_done()
     opened.response.release()
     return reopened, (AttemptBill(opened.attempt_id, opened.tier, first),), attempts
-
-
-MAX_REPORTED_TOKENS = 2**31 - 1  # above any context; a count past it is not believed
-
-
-def reported_in(obj: dict, first_token_at: float = 0.0) -> Usage | None:
-    """The usage an answer or a stream chunk reports, if it carries one whose counts are whole
-    numbers from 0 to MAX_REPORTED_TOKENS (absent counts as 0); any other is not believed, and the
-    answer is counted as one that reported none (a negative count would pay the tenant)."""
-    reported = obj.get("usage")
-    if not isinstance(reported, dict):
-        return None
-    counts = [reported.get("prompt_tokens") or 0, reported.get("completion_tokens") or 0]
-    if not all(type(count) in (int, float) and 0 <= count <= MAX_REPORTED_TOKENS and count == int(count)
-               for count in counts):
-        return None
-    return Usage(int(counts[0]), int(counts[1]), reported=True, first_token_at=first_token_at, source="worker")
 
 
 def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
@@ -233,8 +235,10 @@ def relay_whole(opened: Opened) -> tuple[web.Response, Usage]:
 
 
 class StreamRelay:
-    def __init__(self, delivery: Delivery, opened: Opened, client_wants_usage: bool, headers: dict[str, str]):
+    def __init__(self, delivery: Delivery, opened: Opened, client_wants_usage: bool, headers: dict[str, str],
+                 strip_logprobs: bool = False):
         self.request, self.opened, self.headers = delivery.to, opened, headers
+        self.strip_logprobs = strip_logprobs  # the cascade asked for them, not the client
         self.usage = Usage()  # what the stream said so far: its usage chunk, and when its first token came
         self.shaper = delivery.shaper  # optional: turns chat chunks into another wire format's events
         self.tap = delivery.tap  # optional: sees each upstream data payload (quality sampling)
@@ -245,7 +249,7 @@ class StreamRelay:
         self.payloads: list[bytes] | None = [] if opened.tier.tokenizer else None  # for the tokenizer's count
 
     def relayed_text(self) -> list[str]:
-        return _texts(*self.payloads) if self.payloads is not None else []
+        return generated_texts(*self.payloads) if self.payloads is not None else []
 
     async def run(self) -> web.StreamResponse:
         upstream = self.opened.response
@@ -288,6 +292,8 @@ class StreamRelay:
                 out.append(DONE if self.shaper is None else await self.shaper.end())
                 done = True
                 break
+            if self.strip_logprobs:
+                data = without_logprobs(data)
             if self.tap is not None:
                 self.tap(data)
             if self.payloads is not None:

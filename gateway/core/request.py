@@ -12,6 +12,7 @@ from wire.embeddings import EmbeddingsRequest, parse_embeddings
 from wire.requests import ChatRequest, CompletionRequest, parse_chat, parse_completion
 
 from ..config import Config, Tier
+from .cascade import NOT_ASKED, CascadePlan
 from .context import RequestContext
 from .routing import Route
 from .shape_check import structured_schema
@@ -64,6 +65,7 @@ class GatewayRequest:
     stream: bool
     include_usage: bool  # the client asked for the usage chunk of a stream
     tags: tuple[str, ...] = ()  # cost-attribution tags asked for (the policy keeps the tenant's allowed ones)
+    cascade: CascadePlan = NOT_ASKED  # whether the routed tier's answer may be re-asked one tier up (cascade.py)
 
     @property
     def id(self) -> str:
@@ -82,11 +84,11 @@ class GatewayRequest:
 
     @property
     def answers_billed(self) -> int:
-        """At most how many answers it may be billed: two when a shape re-ask may replace a whole
-        structured answer (the dropped one is billed too), else one."""
+        """At most how many answers it may be billed: one, one more when a shape re-ask may replace
+        a whole structured answer, and one more when a cascade may (the dropped ones are billed too)."""
         reaskable = (not self.stream and self.route.decision.structured_escalation and len(self.reach) > 1
                      and structured_schema(self.body) is not None)
-        return 2 if reaskable else 1
+        return 1 + reaskable + self.cascade.runs
 
     @property
     def max_tokens_reserved(self) -> int:

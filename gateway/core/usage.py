@@ -28,3 +28,20 @@ class AttemptBill:
     attempt_id: str
     tier: Tier
     usage: Usage
+
+
+MAX_REPORTED_TOKENS = 2**31 - 1  # above any context; a count past it is not believed
+
+
+def reported_in(obj: dict, first_token_at: float = 0.0) -> Usage | None:
+    """The usage an answer or a stream chunk reports, if it carries one whose counts are whole
+    numbers from 0 to MAX_REPORTED_TOKENS (absent counts as 0); any other is not believed, and the
+    answer is counted as one that reported none (a negative count would pay the tenant)."""
+    reported = obj.get("usage")
+    if not isinstance(reported, dict):
+        return None
+    counts = [reported.get("prompt_tokens") or 0, reported.get("completion_tokens") or 0]
+    if not all(type(count) in (int, float) and 0 <= count <= MAX_REPORTED_TOKENS and count == int(count)
+               for count in counts):
+        return None
+    return Usage(int(counts[0]), int(counts[1]), reported=True, first_token_at=first_token_at, source="worker")
