@@ -56,7 +56,7 @@ async def quality(services) -> dict:
     tiers = [t.name for t in config.tiers if t.level < top.level]  # the top tier is the reference, never judged
     body = {"object": "tiergate.console.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top.name, "judged_tiers": tiers,
-            "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
+            **monitor.controller.as_view(),
             "swaps": list(monitor.swapper.history), "router": monitor.learner.status(), "changes": [], "series": None,
             "similarity": None}
     if monitor.store is None:

@@ -22,7 +22,7 @@ from .policy_seam import PolicyService
 
 
 class QualityShift(Protocol):
-    def threshold_shift(self) -> dict[int, float]: ...
+    def threshold_shift(self, tenant: str) -> dict[int, float]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +96,8 @@ def _classify(router: Router, parsed: ChatRequest | CompletionRequest) -> Classi
     return classification
 
 
-def _signal(router: Router, c: Classification) -> Signal:
-    shift = router.quality.threshold_shift()  # the quality monitor's shift (gateway/quality/)
+def _signal(router: Router, c: Classification, tenant: str) -> Signal:
+    shift = router.quality.threshold_shift(tenant)  # the quality monitor's shift for this tenant (gateway/quality/)
     return Signal(level=int(c.tier), scores=tuple(c.scores) if c.scores is not None else None,
                   thresholds=c.thresholds, quality_shift=shift or None, target_thresholds=c.target_thresholds)
 
@@ -115,7 +115,7 @@ def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | Com
     text = prompt_text(parsed)
     estimated = len(text) // 4 + 1
     request = RouteRequest(requested_model=resolved if resolved is not None else requested,
-                           signal=_signal(router, classification) if classification is not None else None,
+                           signal=_signal(router, classification, tenant.name) if classification is not None else None,
                            needs=needs_of(body, estimated, max_tokens),
                            capabilities=router.capabilities, explain=explain)
     with span("decide"):

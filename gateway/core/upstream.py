@@ -277,9 +277,9 @@ class _Failover:
 
 def _fault(exc: BaseException) -> str:
     """A connection fault as a tenant may read it: its kind, never the worker's address (the message's)."""
-    if isinstance(exc, asyncio.TimeoutError):
-        return "timed out"
-    return "could not connect" if isinstance(exc, NOT_SENT) else f"connection failed ({type(exc).__name__})"
+    kind = "timed out" if isinstance(exc, asyncio.TimeoutError) else \
+        "could not connect" if isinstance(exc, NOT_SENT) else "connection failed"
+    return f"{kind} ({type(exc).__name__})"
 
 
 def _answer_timeout(config: Config, backend: Backend, counted: Usage) -> OpenAIError:

@@ -39,7 +39,7 @@ async def quality(request: web.Request) -> web.Response:
     body = {"object": "tiergate.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top_tier(config).name,
             "local_counts": dict(monitor.counts), "queue_depth": monitor.queue.qsize() if monitor.queue else 0,
-            "threshold_shift": {str(k): v for k, v in monitor.controller.shift.items()},
+            **monitor.controller.as_view(),
             "classifier": {"name": services.router.classifiers.current.name,
                            "version": version_of(services.router.classifiers.current), "swaps": monitor.swapper.history},
             "router": monitor.learner.status(),
@@ -58,7 +58,8 @@ async def quality(request: web.Request) -> web.Response:
             body["tiers"][tier.name] = {
                 "window": {"samples": size, "failed": failures,
                            "failure_rate": round(failures / size, 4) if size else None},
-                "adjustment_steps": steps.get(tier.name, 0),
+                "adjustment_steps": max((s.get(tier.name, 0) for s in steps.values()), default=0),
+                "adjustment_steps_by_tenant": {t: s[tier.name] for t, s in steps.items() if s.get(tier.name)},
                 "recent": _tier_summary([r for r in recent if r.get("tier") == tier.name])}
         for level in (1, 2, 3, 4):
             failures, size = await store.window(store.keys["class"] + str(level))

@@ -23,6 +23,12 @@ class QualityConfig:
     queue_size: int = setting(256, "Pending samples; beyond this they are dropped (and counted).", minimum=1)
     concurrency: int = setting(2, "Background re-asks in flight.", minimum=1)
     similarity_threshold: float = _share(0.85, "Below this cosine similarity a sample fails.")
+    reask_beyond_policy: bool = setting(False, "Judge every sampled answer against the top tier, even for tenants "
+                                               "whose policy (allowed_tiers, allowed_models, max_tier) does not "
+                                               "reach it. Off: a sample is re-asked only of tiers its tenant may "
+                                               "use, and is not taken when none is above the tier that answered. "
+                                               "Re-asks are the operator's cost either way, never billed to the "
+                                               "tenant.")
     reference_max_tokens: int = setting(256, "The top-tier re-ask asks for min(client max_tokens, this).",
                                         minimum=1)
     window: int = setting(50, "Rolling window of verdicts per tier and per predicted class.", minimum=2)

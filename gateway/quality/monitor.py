@@ -1,7 +1,7 @@
 """The quality monitor: choose samples, re-ask in the background, score, store, adjust routing.
 
 Request path (all O(1), never awaits): `threshold_shift` is what routing adds to the
-classifier's thresholds (policies/decision.py applies it); `begin` draws the sample (rate from config, or the tenant's policy);
+classifier's thresholds for a tenant (only that tenant's verdicts move it) (policies/decision.py applies it); `begin` draws the sample (rate from config, or the tenant's policy);
 `submit`, after the answer was relayed and accounted, puts it on a bounded queue or drops it
 (counted). A fixed number of background tasks do the rest. Any error in here is logged and
 counted; it never reaches a client.
@@ -37,10 +37,13 @@ def top_tier(config):
     return max(config.tiers, key=lambda t: t.level)
 
 
-def reference_tier(config, usable: tuple[str, ...]):
+def reference_tier(config, usable: tuple[str, ...], beyond_policy: bool):
     """The tier a request's answer is judged against: the best its tenant may use and that can serve
-    it (a verdict is then a pair of tiers the tenant has), the top tier when the decision named none."""
-    return max((t for t in config.tiers if t.name in usable), key=lambda t: t.level, default=top_tier(config))
+    it (a verdict is then a pair of tiers the tenant has; None when the decision named none), or the
+    top tier where the operator has chosen to re-ask beyond the tenants' policies."""
+    if beyond_policy:
+        return top_tier(config)
+    return max((t for t in config.tiers if t.name in usable), key=lambda t: t.level, default=None)
 
 
 class QualityMonitor:
@@ -110,8 +113,8 @@ class QualityMonitor:
 
     # --- request path -------------------------------------------------------------------
 
-    def threshold_shift(self) -> dict[int, float]:
-        return self.controller.shift
+    def threshold_shift(self, tenant: str) -> dict[int, float]:
+        return self.controller.shift_of(tenant)
 
     def begin(self, request: GatewayRequest) -> Sample | None:
         q, config, route = self.config, request.config, request.route
@@ -121,16 +124,18 @@ class QualityMonitor:
         if random.random() >= (q.sampling_rate if rate is None else rate):
             return None
         try:
-            top = reference_tier(config, route.decision.usable_tiers)
+            usable = route.decision.usable_tiers
+            top = reference_tier(config, usable, q.reask_beyond_policy)
             c = route.classification
             candidate, shadow = route.tier, False
             unshifted = route.decision.unshifted_tier
             if unshifted is not None:
                 # moved off a tier by the adjustment: keep measuring that tier (in the background)
                 would = config.tier(unshifted)
-                if would is not None and would.name != route.tier.name:
+                if would is not None and would.name != route.tier.name and (
+                        q.reask_beyond_policy or would.name in usable):
                     candidate, shadow = would, True
-            if candidate.level >= top.level:
+            if top is None or candidate.level >= top.level:
                 return None
             predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
             return Sample(request_id=request.id, tenant=request.tenant.name,
@@ -224,7 +229,7 @@ class QualityMonitor:
             fields["candidate_text"], fields["reference_text"] = candidate.text, reference.text
         try:
             await self.store.add_sample(fields, q.stream_maxlen)
-            recorded = await self.store.record(tier, sample.predicted_level, not verdict.passed, q)
+            recorded = await self.store.record(sample.tenant, tier, sample.predicted_level, not verdict.passed, q)
         except Exception as exc:  # Redis trouble costs the sample, never the client
             METRICS.redis_errors.labels("quality").inc()
             log.warning("quality store unavailable: %s: %s", type(exc).__name__, exc)
@@ -232,9 +237,9 @@ class QualityMonitor:
         metrics.FAILURE_RATE.labels(tier).set(recorded.failure_rate)
         if recorded.changed:
             metrics.CHANGES.labels(tier, "raise" if recorded.changed > 0 else "relax").inc()
-            log.warning("quality: tier %s adjustment %s to step %d (failure rate %.3f over %d samples)", tier,
-                        "raised" if recorded.changed > 0 else "relaxed", recorded.step, recorded.failure_rate,
-                        recorded.window_size)
+            log.warning("quality: tenant %s, tier %s adjustment %s to step %d (failure rate %.3f over %d samples)",
+                        sample.tenant, tier, "raised" if recorded.changed > 0 else "relaxed", recorded.step,
+                        recorded.failure_rate, recorded.window_size)
             await self.refresh()
 
     async def _learn(self, sample: Sample, level: int, passed: bool, top_level: int) -> None:

@@ -131,7 +131,7 @@ async def test_quality_adjustment_written_once_is_read_by_both(stack):
     client = aioredis.Redis.from_url(SHARED_REDIS)
     store = QualityStore(client, stack.prefix)
     q = QualityConfig(window=4, min_samples=4)
-    results = [await store.record("small", 1, True, q) for _ in range(4)]  # the monitor's own write path
+    results = [await store.record("t", "small", 1, True, q) for _ in range(4)]  # the monitor's own write path
     await client.aclose()
     assert results[-1].step == 1 and results[-1].changed == 1
     async with aiohttp.ClientSession() as session:

@@ -18,7 +18,7 @@ from gateway.core.affinity import prefix_keys
 from gateway.batches.files import FileStore
 from gateway.batches.store import BatchStore
 from gateway.config import Affinity
-from gateway.quality.store import keys as quality_keys
+from gateway.quality.store import keys as quality_keys, tenant_keys as quality_tenant_keys
 from gateway.batches.storage_quota import StorageQuota
 from policies.alerts.store import AlertKeys
 from policies.keyspace import KeySpace
@@ -80,9 +80,10 @@ def affinity_groups(_tenant: str) -> list[list[str]]:
     return [prefix_keys("x" * 200 + str(n), model, settings, PREFIX, "tenant-a") for n, model in enumerate(("m1", "m2"))]
 
 
-def quality_groups(_tenant: str) -> list[list[str]]:
+def quality_groups(tenant: str) -> list[list[str]]:
     k = quality_keys(PREFIX)
-    return [[k["tier"] + "small", k["class"] + "2", k["ctl"], k["changes"]]]  # record_verdict.lua's keys
+    ctl, windows = quality_tenant_keys(k, tenant)
+    return [[windows + "small", k["class"] + "2", ctl, k["changes"], k["tier"] + "small", k["tenants"]]]  # record_verdict.lua's
 
 
 def registry_groups(_tenant: str) -> list[list[str]]:

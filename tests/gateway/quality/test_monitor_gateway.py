@@ -139,3 +139,40 @@ async def test_answers_are_judged_against_the_best_tier_the_tenant_may_use(fakes
     learner = gw.state.quality.learner  # a verdict becomes an outcome last, after its re-ask and its count
     await wait_for(lambda: learner.counts["outcomes"] >= 3, what="three verdicts learned from")
     assert mid.served >= 3 and top.served == 0
+
+
+async def test_one_tenants_failing_answers_move_only_its_own_routing(fakes, gateway, redis_prefix, http):
+    """Issue 56, finding 5: a tenant whose answers fail on the small tier (it asks 4 tokens of a tier
+    capped at 1) at ten times another's volume is moved up; the other tenant, whose answers pass,
+    keeps its routing."""
+    from policies.keys import hash_key
+
+    (_, small_url), (_, top_url) = await fakes(2)
+    keys = {"noisy": "sk-noisy-monitor-key", "quiet": "sk-quiet-monitor-key", "admin": "sk-admin-monitor-key"}
+    doc = two_tier_config(small_url, top_url, redis_prefix, QUALITY, small_cap=1)
+    doc["tenants"] = {name: {"keys": [{"id": "k", "sha256": hash_key(keys[name])}]} for name in ("noisy", "quiet")}
+    doc["policy"] = {"admin_key_sha256": hash_key(keys["admin"])}
+    gw = await gateway(doc)
+
+    async def post(path: str, tenant: str, content: str, max_tokens: int = 1) -> dict:
+        body = {"model": "auto", "max_tokens": max_tokens, "messages": [{"role": "user", "content": content}]}
+        async with http.post(gw.url + path, json=body, headers={"Authorization": f"Bearer {keys[tenant]}"}) as r:
+            assert r.status == 200, await r.text()
+            return {"tier": r.headers["x-tiergate-tier"], **(await r.json(content_type=None))}
+
+    for i in range(len(EASY) * 2):
+        await post("/v1/chat/completions", "noisy", EASY[i % len(EASY)], max_tokens=4)
+        if i % 10 == 0:
+            await post("/v1/chat/completions", "quiet", EASY[i % len(EASY)])
+
+    async def noisy_raised():
+        async with http.get(gw.url + "/v1/quality", headers={"Authorization": f"Bearer {keys['admin']}"}) as r:
+            q = await r.json()
+        return q if q["tiers"]["small"]["adjustment_steps_by_tenant"].get("noisy") == 1 else None
+    q = await wait_for(noisy_raised)
+    assert "quiet" not in q["tiers"]["small"]["adjustment_steps_by_tenant"]
+
+    async def noisy_routed_up():
+        return all([(await post("/v1/route", "noisy", c))["tier"] == "top" for c in EASY])
+    await wait_for(noisy_routed_up)  # every replica re-reads the shared steps each refresh_s
+    assert [(await post("/v1/route", "quiet", c))["tier"] for c in EASY] == ["small"] * len(EASY)

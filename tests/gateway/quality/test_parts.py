@@ -56,35 +56,52 @@ def test_shift_moves_the_boundary_above_a_failing_tier():
         level: int
     tiers = [T("small", 1), T("medium", 2), T("top", 4)]
     c = Controller()
-    c.update({"small": 2, "medium": 1, "top": 0}, tiers, 0.1, {2: 0.5, 3: 0.5, 4: 0.5})
-    assert c.shift == {2: -0.2, 3: -0.1}
+    c.update({"a": {"small": 2, "medium": 1, "top": 0}, "b": {"medium": 2}}, tiers, 0.1, {2: 0.5, 3: 0.5, 4: 0.5})
+    assert c.shift_of("a") == {2: -0.2, 3: -0.1} and c.shift_of("b") == {3: -0.2} and c.shift_of("c") == {}
+    assert c.shift == {2: -0.2, 3: -0.2}  # the views' summary: the largest shift any tenant has
 
 
 async def test_controller_script_steps_once_per_fresh_window_with_hysteresis(redis_prefix):
     client = aioredis.from_url(SHARED_REDIS)
     store = QualityStore(client, redis_prefix)
     q = QualityConfig(window=10, min_samples=5, trigger=0.3, recover=0.1, max_steps=2)
-    results = [await store.record("small", 1, True, q) for _ in range(4)]
+    results = [await store.record("t", "small", 1, True, q) for _ in range(4)]
     assert [r.step for r in results] == [0, 0, 0, 0]  # not enough evidence yet
-    fifth = await store.record("small", 1, True, q)
+    fifth = await store.record("t", "small", 1, True, q)
     assert (fifth.step, fifth.changed, fifth.failure_rate) == (1, 1, 1.0)
     # the same stale failures cannot push further: the next step needs 5 fresh samples
-    assert [(await store.record("small", 1, True, q)).step for _ in range(4)] == [1, 1, 1, 1]
-    assert (await store.record("small", 1, True, q)).step == 2
-    assert (await store.record("small", 1, True, q)).step == 2  # bounded by max_steps
+    assert [(await store.record("t", "small", 1, True, q)).step for _ in range(4)] == [1, 1, 1, 1]
+    assert (await store.record("t", "small", 1, True, q)).step == 2
+    assert (await store.record("t", "small", 1, True, q)).step == 2  # bounded by max_steps
     # 2 failures in 5 fresh samples: between recover and trigger -> no change either way
     for failed in (False, True, False, False, False):
-        r = await store.record("small", 1, failed, q)
+        r = await store.record("t", "small", 1, failed, q)
     assert r.step == 2
     passes = 0
     while r.changed != -1:  # relaxes only once the failures have left the window (rate < recover)
-        r = await store.record("small", 1, False, q)
+        r = await store.record("t", "small", 1, False, q)
         passes += 1
     assert r.step == 1 and passes == 7 and r.window_failures == 0
-    assert await store.steps() == {"small": 1}
+    assert await store.steps() == {"t": {"small": 1}}
     changes = await store.recent_changes(10)
     assert [c["to_step"] for c in changes] == ["1", "2", "1"] and "below the recover" in changes[0]["reason"]
     assert await store.window(store.keys["class"] + "1") == (0, 10)
+    await client.aclose()
+
+
+async def test_a_tenants_verdicts_move_only_its_own_adjustment(redis_prefix):
+    client = aioredis.from_url(SHARED_REDIS)
+    store = QualityStore(client, redis_prefix)
+    q = QualityConfig(window=10, min_samples=5, trigger=0.3, recover=0.1, max_steps=2)
+    for _ in range(3):
+        await store.record("quiet:one", "small", 1, False, q)
+    for _ in range(50):  # ten times the volume, every answer failing
+        await store.record("noisy", "small", 1, True, q)
+    for _ in range(3):
+        await store.record("quiet:one", "small", 1, False, q)
+    assert await store.steps() == {"noisy": {"small": 2}, "quiet:one": {}}
+    assert await store.window(store.keys["tier"] + "small") == (7, 10)  # every tenant's: shown, never acted on
+    assert {c["tenant"] for c in await store.recent_changes(10)} == {"noisy"}
     await client.aclose()
 
 
