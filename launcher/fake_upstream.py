@@ -70,6 +70,7 @@ class FakeUpstream:
         self.usage_book = UsageBook()  # what each generation counted, by x-request-id: the abort route's answers
         self.abortable = False  # True: answers the abort route as our workers do (else 404, as a foreign upstream)
         self.paced = False  # True: whole answers take a chunk delay per token too, so a timeout stops them part way
+        self.logprob = -0.01  # each generated token's logprob, for requests that ask for logprobs (the cascade's)
         self.generated = 0  # prompt and completion tokens of every generation that ended
         self.started = int(time.time())
 
@@ -190,17 +191,30 @@ class FakeUpstream:
         counted[1] = billed
         return self._whole(body, chat, base, n, usage, text)
 
+    def _logprobs(self, body, chat, tokens: list[str]) -> dict | None:
+        """The chosen tokens' logprobs when the request asks for them (chat: true; completions: a count)."""
+        asked = body.get("logprobs")
+        if asked is None or asked is False:
+            return None
+        if chat:
+            return {"content": [{"token": t, "logprob": self.logprob, "bytes": None, "top_logprobs": []} for t in tokens]}
+        return {"tokens": tokens, "token_logprobs": [self.logprob] * len(tokens), "top_logprobs": None,
+                "text_offset": [0] * len(tokens)}
+
     def _whole(self, body, chat, base, n, usage, text):
         words = " ".join(f"w{i}" for i in range(n))
         reply = next((said for key, said in self.replies.items() if key in text), self.reply)
+        logprobs = self._logprobs(body, chat, [f"w{i}" for i in range(n)])
         if chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": words}, "logprobs": None,
+            choice = {"index": 0, "message": {"role": "assistant", "content": words}, "logprobs": logprobs,
                       "finish_reason": "length"} if reply is None else \
-                {"index": 0, "message": {"role": "assistant", "content": reply}, "logprobs": None, "finish_reason": "stop"}
+                {"index": 0, "message": {"role": "assistant", "content": reply}, "logprobs": logprobs,
+                 "finish_reason": "stop"}
             obj = {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
         else:
             obj = {**base, "object": "text_completion",
-                   "choices": [{"index": 0, "text": words, "logprobs": None, "finish_reason": "length"}], "usage": usage}
+                   "choices": [{"index": 0, "text": words, "logprobs": logprobs, "finish_reason": "length"}],
+                   "usage": usage}
         if not self.reports_usage:
             del obj["usage"]
         return web.json_response(obj, headers={"x-fake-upstream": self.name})
@@ -214,8 +228,9 @@ class FakeUpstream:
                 request.transport.close()  # a worker dying mid-stream
                 return response
             delta = {"role": "assistant", "content": f"w{i} "} if i == 0 else {"content": f"w{i} "}
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": None} if chat else \
-                {"index": 0, "text": f"w{i} ", "logprobs": None, "finish_reason": None}
+            logprobs = self._logprobs(body, chat, [f"w{i} "])
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None} if chat else \
+                {"index": 0, "text": f"w{i} ", "logprobs": logprobs, "finish_reason": None}
             await response.write(_event({**base, "object": kind, "choices": [choice]}))
             counted[1] = i + 1
             if self.chunk_delay_s:

@@ -147,6 +147,9 @@ async def _count_unreported(post: Post, ask: Ask, opened: Opened | None,
             opened.response.close()  # a cut stream: the worker stops, then counts
             relayed, estimated = streamer.relayed_text(), streamer.chunks
             cut = not streamer.completed
+        elif ask.stream:  # a stream cancelled while the cascade held it back: the worker stops, then counts
+            opened.response.close()
+            relayed, estimated, cut = [], 0, True
         else:
             with suppress(ValueError, AttributeError):  # the answer a cancelled re-ask left unread
                 if (reported := reported_in(json.loads(opened.body))) is not None:
