@@ -92,7 +92,7 @@ class OutcomeSet:
                 "both_right": round(both_right, 4)}
 
 
-def _model_scores(data: OutcomeSet, train: np.ndarray, test: np.ndarray, target: str, texts: bool,
+def model_scores(data: OutcomeSet, train: np.ndarray, test: np.ndarray, target: str, texts: bool,
                   parts: str = "all") -> np.ndarray:
     """need at the weak level (target gain or fail) from a model fitted on the train rows."""
     model = fit(data.numeric[train], data.probs[train], data.known[train], DIMS,
@@ -118,12 +118,12 @@ ROUTERS = {
     "random": lambda d, tr, te, rng: rng.random(len(te)),
     "today_zero_shot": lambda d, tr, te, rng: 1.0 - np.cumsum(d.probs[te], 1)[:, d.weak_level - 1],
     "today_learned": lambda d, tr, te, rng: _today_learned(d, tr, te),
-    "new_gain": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True),
-    "ablation_fail_same_features": lambda d, tr, te, rng: _model_scores(d, tr, te, "fail", True),
-    "part_no_grams": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", False),
-    "part_neighbours_only": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", False, "neighbours"),
-    "part_no_neighbours": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True, "fitted"),
-    "part_grams_only": lambda d, tr, te, rng: _model_scores(d, tr, te, "gain", True, "grams"),
+    "new_gain": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True),
+    "ablation_fail_same_features": lambda d, tr, te, rng: model_scores(d, tr, te, "fail", True),
+    "part_no_grams": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", False),
+    "part_neighbours_only": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", False, "neighbours"),
+    "part_no_neighbours": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True, "fitted"),
+    "part_grams_only": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True, "grams"),
 }
 
 
