@@ -44,30 +44,40 @@ class FileStore:
     def index_key(self, tenant: str) -> str:
         return f"{self.prefix}files:{{{tenant}}}"
 
-    async def put(self, tenant: str, temp: Path, size: int, filename: str, purpose: str, quota: Quota, *,
-                  file_id: str | None = None, force: bool = False) -> dict:
-        """Keep the body written to `temp` as a file (or, for a fixed `file_id`, overwrite it),
-        counted against `quota` (`force`: whatever the quota); its OpenAI file object."""
-        now = int(time.time())
-        meta = {"id": file_id or new_file_id(), "object": "file", "bytes": size, "created_at": now,
-                "expires_at": now + self.ttl_s, "filename": filename, "purpose": purpose,
-                "status": "processed", "status_details": None}
+    async def put(self, tenant: str, temp: Path, size: int, filename: str, purpose: str, quota: Quota) -> dict:
+        """Keep the body written to `temp` as a file counted against `quota`; its OpenAI file object."""
+        meta = self._meta(new_file_id(), size, filename, purpose)
         try:
-            reserved = await self.quota.reserve(tenant, meta["id"], size, meta["expires_at"], quota, force=force)
+            reserved = await self.quota.reserve(tenant, meta["id"], size, meta["expires_at"], quota)
         except BaseException:
             await self.bodies.discard(temp)
             raise
         try:
             await self.bodies.commit(temp, tenant, meta["id"])
-            key = self.key(tenant, meta["id"])
-            atomic = Atomic(self.redis).call("HSET", key, "meta", json.dumps(meta)).call("EXPIRE", key, self.ttl_s)
-            await atomic.call("ZADD", self.index_key(tenant), now, meta["id"]).call(
-                "EXPIRE", self.index_key(tenant), self.ttl_s).run()
+            await self._list(tenant, meta)
         except BaseException:
             await self._undo(tenant, meta["id"], temp)
             raise
         await self.bodies.remove(tenant, *[i for i in reserved.expired if NAME.match(i)])
         return meta
+
+    async def keep(self, tenant: str, file_id: str, size: int, filename: str, quota: Quota) -> dict:
+        """List a batch result whose body is already on disk and counted at `size` (spool.py)."""
+        meta = self._meta(file_id, size, filename, PURPOSE_OUTPUT)
+        await self.quota.reserve(tenant, file_id, size, meta["expires_at"], quota)
+        await self._list(tenant, meta)
+        return meta
+
+    def _meta(self, file_id: str, size: int, filename: str, purpose: str) -> dict:
+        now = int(time.time())
+        return {"id": file_id, "object": "file", "bytes": size, "created_at": now, "expires_at": now + self.ttl_s,
+                "filename": filename, "purpose": purpose, "status": "processed", "status_details": None}
+
+    async def _list(self, tenant: str, meta: dict) -> None:
+        key = self.key(tenant, meta["id"])
+        atomic = Atomic(self.redis).call("HSET", key, "meta", json.dumps(meta)).call("EXPIRE", key, self.ttl_s)
+        await atomic.call("ZADD", self.index_key(tenant), meta["created_at"], meta["id"]).call(
+            "EXPIRE", self.index_key(tenant), self.ttl_s).run()
 
     async def _undo(self, tenant: str, file_id: str, temp: Path) -> None:
         """A file that could not be recorded: its body and its share of the quota go."""

@@ -1,11 +1,13 @@
 """Draining batches: the process holding the lease runs every active batch's undone lines
 through the request path, `max_in_flight` at a time and within each tier's share (pacer.py),
-records each result once, and writes the output and error files when the batch ends.
+appends each result once to the batch's output or error file on disk, within the tenant's
+storage quota (spool.py), and lists those files as the tenant's when the batch ends.
 
 A batch ends when every line has a result (completed), when it was cancelled (after the lines
 in flight finish: cancelled), or when its completion window closes (the undone lines fail
-with batch_expired: expired). A restarted gateway finds the active batches in Redis and runs
-only the lines that have no result yet.
+with batch_expired: expired), or when a result would pass the tenant's storage quota (no new
+line starts; the batch fails, naming the quota, with the results kept so far). A restarted
+gateway finds the active batches in Redis and runs only the lines that have no result yet.
 """
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ from ..core.metrics import METRICS
 from ..core.services import Services
 from .storage_quota import files_quota
 from .bodies import FileBodies
-from .files import PURPOSE_OUTPUT, FileStore
+from .files import FileStore
 from .jsonl import BatchLine, read_lines
 from .lease import Lease
 from .lines import LineResult, Serve, ServeWith, TryLater, result_line, run_line
 from .pacer import Pacer
+from .spool import ResultSpool
 from .store import BatchStore
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,12 @@ def _body_lifetime_s(config) -> float:
     """Longer than any body is needed: a file's TTL, plus a batch's window for an input shared
     on the file's last day, plus a day."""
     return (config.batches.file_ttl_days * 24 + config.batches.max_completion_window_h + 24) * 3600.0
+
+
+def _quota_failure(index: int, refusal: OpenAIError) -> dict:
+    return {"code": "storage_quota_exceeded", "line": index, "param": None,
+            "message": f"the result of line {index} would pass the tenant's storage quota ({refusal.message}); "
+                       "the batch stopped, and its output and error files hold the results kept before"}
 
 
 def _is_ok(line: bytes) -> bool:
@@ -150,6 +159,8 @@ class BatchDrain:
         self.runner = runner
         self.files, self.batches = stores(runner.current())
         self.tenant_name, self.batch_id = tenant_name, batch_id
+        self.spool: ResultSpool | None = None
+        self.failure: dict | None = None
         self.status = "in_progress"
         self.started = time.monotonic()
         self.finished_here = 0
@@ -161,14 +172,36 @@ class BatchDrain:
             await self.batches.forget(self.tenant_name, self.batch_id)
             return
         meta, self.status = json.loads(fields["meta"]), fields["status"]
+        self.failure = json.loads(fields["failure"]) if fields.get("failure") else None
+        self.spool = self._spool(meta)
         content = await self.batches.input(self.tenant_name, self.batch_id)
         lines = await asyncio.to_thread(read_lines, content, max_lines=meta["total"], max_line_bytes=1 << 62)
-        if self.status in ("in_progress", "cancelling"):
+        await self._move_legacy_results()
+        if self.status in ("in_progress", "cancelling") and self.failure is None:
             await self._dispatch(meta, lines)
         await self._finalize(meta, lines)
 
+    def _spool(self, meta: dict) -> ResultSpool:
+        """The results' files, within the quota of the tenant as its key (or, that key gone, its
+        config entry) has it now."""
+        services = self.runner.current()
+        tenant = (services.sinks.policy.holder(self.tenant_name, meta.get("key_id"))
+                  or services.config.policies.tenants.get(self.tenant_name))
+        return ResultSpool(self.files, self.batches, self.tenant_name, self.batch_id,
+                           files_quota(services.config, tenant), services.config.batches.file_ttl_days * 86400)
+
     def _stopping(self, meta: dict) -> bool:
-        return self.status != "in_progress" or time.time() >= meta["expires_at"]
+        return self.status != "in_progress" or self.failure is not None or time.time() >= meta["expires_at"]
+
+    async def _move_legacy_results(self) -> None:
+        """Results a gateway from before results moved to disk kept in Redis (counted already)."""
+        legacy = await self.batches.legacy_results(self.tenant_name, self.batch_id)
+        for index in sorted(legacy):
+            await self._keep(index, legacy[index], _is_ok(legacy[index]), (0, 0), count=False)
+            if self.failure:
+                return
+        if legacy:
+            await self.batches.redis.delete(self.batches.results_key(self.tenant_name, self.batch_id))
 
     async def _watch(self, meta: dict) -> None:
         """The stored record is the truth: a cancel (from any process) or a changed window."""
@@ -236,11 +269,19 @@ class BatchDrain:
             self.runner.slots.release()
 
     async def _record(self, index: int, result: LineResult) -> bool:
-        """Keep the result, riding out a short Redis blip: an answer lost here is computed again."""
+        return await self._keep(index, result.line, result.ok, (result.input_tokens, result.output_tokens))
+
+    async def _keep(self, index: int, line: bytes, ok: bool, tokens: tuple[int, int], count: bool = True) -> bool:
+        """Append the result, riding out a short Redis blip (an answer lost here is computed
+        again); past the storage quota, the batch fails instead."""
         for attempt in range(RECORD_TRIES):
             try:
-                return await self.batches.record(self.tenant_name, self.batch_id, index, result.line, result.ok,
-                                                 result.input_tokens, result.output_tokens)
+                return await self.spool.append(index, line, ok, tokens, count)
+            except OpenAIError as refusal:  # the storage quota
+                if self.failure is None:
+                    self.failure = _quota_failure(index, refusal)
+                    await self.batches.fail(self.tenant_name, self.batch_id, self.failure)
+                return False
             except REDIS_DOWN:
                 if attempt == RECORD_TRIES - 1:
                     raise
@@ -251,7 +292,9 @@ class BatchDrain:
         fields = await self.batches.fields(self.tenant_name, self.batch_id)
         status, meta = fields["status"], json.loads(fields["meta"])
         all_done = len(await self.batches.done(self.tenant_name, self.batch_id)) == len(lines)
-        if status == "cancelling":
+        if status in ("in_progress", "cancelling") and (self.failure or fields.get("failure")):
+            final = "failed"
+        elif status == "cancelling":
             final = "cancelled"
         elif status in ("in_progress", "finalizing") and all_done:
             final = "completed"
@@ -259,9 +302,10 @@ class BatchDrain:
         elif status == "in_progress" and time.time() >= meta["expires_at"]:
             final = "expired"
             await self._expire_undone(lines)
+            final = "failed" if self.failure else final
         else:
             return  # already final, or lines still undone (the lease changed hands): the next round runs them
-        output, errors = await self._write_files()
+        output, errors = await self.spool.publish(self.batch_id)
         moved = await self.batches.move(self.tenant_name, self.batch_id, ("in_progress", "finalizing", "cancelling"),
                                         final, output_file_id=output or "", error_file_id=errors or "")
         if moved:
@@ -274,24 +318,6 @@ class BatchDrain:
                                                      "window expired."}
         for index in sorted(set(range(len(lines))) - done):
             line = result_line(self.batch_id, index, lines[index].custom_id, None, None, error)
-            await self.batches.record(self.tenant_name, self.batch_id, index, line, False, 0, 0)
-
-    async def _write_files(self) -> tuple[str | None, str | None]:
-        """The output and error files, in input order, under ids fixed by the batch id so that
-        finalizing again after a crash overwrites rather than duplicates them."""
-        results = await self.batches.results(self.tenant_name, self.batch_id)
-        ordered = [results[i] for i in sorted(results)]
-        stem = self.batch_id.removeprefix("batch_")
-        ids = []
-        for suffix, lines in (("output", [x for x in ordered if _is_ok(x)]),
-                              ("errors", [x for x in ordered if not _is_ok(x)])):
-            if not lines:
-                ids.append(None)
-                continue
-            content = b"\n".join(lines) + b"\n"
-            temp = await self.files.bodies.write(self.tenant_name, content)
-            meta = await self.files.put(self.tenant_name, temp, len(content), f"{self.batch_id}_{suffix}.jsonl",
-                                        PURPOSE_OUTPUT, files_quota(self.runner.current().config, None),
-                                        file_id=f"file-{stem}-{suffix}", force=True)
-            ids.append(meta["id"])
-        return ids[0], ids[1]
+            await self._keep(index, line, False, (0, 0))
+            if self.failure:
+                return

@@ -30,24 +30,22 @@ else
   count = count + 1
 end
 local status = 0
-if ARGV[7] ~= '1' then
-  if count > tonumber(ARGV[5]) then status = 2
-  elseif used - previous + size > tonumber(ARGV[6]) then status = 1 end
-end
-if status == 0 and ARGV[9] ~= '1' then
+if count > tonumber(ARGV[5]) then status = 2
+elseif used - previous + size > tonumber(ARGV[6]) then status = 1 end
+if status == 0 and ARGV[8] ~= '1' then
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
   redis.call('HSET', KEYS[2], ARGV[1], size)
   used = used - previous + size
 end
 for _, id in ipairs(expired) do
-  if id ~= ARGV[1] or status ~= 0 or ARGV[9] == '1' then
+  if id ~= ARGV[1] or status ~= 0 or ARGV[8] == '1' then
     redis.call('ZREM', KEYS[1], id)
     redis.call('HDEL', KEYS[2], id)
   end
 end
-if #expired > 0 or (status == 0 and ARGV[9] ~= '1') then
+if #expired > 0 or (status == 0 and ARGV[8] ~= '1') then
   redis.call('SET', KEYS[3], used)
-  for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
+  for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[7]) end
 end
 return {status, count, used, unpack(expired)}
 """
@@ -87,13 +85,13 @@ class StorageQuota:
         return [base, base + ":sizes", base + ":bytes"]
 
     async def reserve(self, tenant: str, item_id: str, size: int, expires_at: int, quota: Quota, *,
-                      force: bool = False, check_only: bool = False) -> Reserved:
-        """Count the item (or, with `check_only`, only see that one of `size` bytes would fit);
-        a 429 past the count quota, a 413 past the byte quota. `force` records the item whatever
-        the quota (results the gateway writes for the tenant)."""
+                      check_only: bool = False) -> Reserved:
+        """Count the item at `size` (an item counted already: its new size), or with `check_only`
+        only see that it would fit; a 429 past the count quota, a 413 past the byte quota. Nothing
+        passes the quota, batch results and stored responses included."""
         status, count, used, *expired = await self._reserve(
             keys=self.keys(tenant),
-            args=[item_id, size, expires_at, int(time.time()), quota.count, quota.bytes, int(force), self.ttl_s,
+            args=[item_id, size, expires_at, int(time.time()), quota.count, quota.bytes, self.ttl_s,
                   int(check_only)])
         if status == OVER_COUNT:
             raise OpenAIError(429, f"tenant {tenant!r} keeps {count - 1} {self.noun}, its quota "

@@ -1,8 +1,12 @@
 """Batches in Redis: one hash per batch (its fixed fields as `meta`, then status, timestamps,
-counts and usage as fields of their own) and one hash of results, line index -> result line.
+counts, usage and how many bytes of its output and error files are kept) and one bitmap of the
+lines that have a result. The results themselves are on disk, in the tenant's files (spool.py):
+Redis holds progress only, whatever the answers weigh.
 
-A result is recorded with HSETNX and counted in the same script, so a line answered twice
-(its first answer lost with a killed gateway) is kept and counted once. Status changes are
+A result is recorded by one script that sets the line's bit, moves its file's kept length from
+the length the writer saw to the new one and counts it, or does nothing: a line answered twice
+(its first answer lost with a killed gateway) is kept and counted once, and bytes written past
+the kept length are not part of the file. Status changes are
 compare-and-set, so a cancel and the runner's last write cannot overwrite each other. A tenant's
 keys carry its name as their hash tag, so each script or transaction touches one Cluster slot; the
 set of active batches is shared by all tenants and written on its own.
@@ -23,14 +27,21 @@ RUNNING = ("validating", "in_progress", "finalizing", "cancelling")
 TIMESTAMPS = ("in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at",
               "cancelled_at")
 
+# 1: kept; 0: the line has a result already; -1: the file's kept length is not the writer's.
 _RECORD = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
-redis.call('HINCRBY', KEYS[2], 'input_tokens', ARGV[4])
-redis.call('HINCRBY', KEYS[2], 'output_tokens', ARGV[5])
-redis.call('EXPIRE', KEYS[1], ARGV[6])
+if redis.call('GETBIT', KEYS[1], ARGV[1]) == 1 then return 0 end
+if tonumber(redis.call('HGET', KEYS[2], ARGV[6]) or '0') ~= tonumber(ARGV[7]) then return -1 end
+redis.call('SETBIT', KEYS[1], ARGV[1], 1)
+redis.call('HSET', KEYS[2], ARGV[6], ARGV[8])
+if ARGV[9] == '1' then
+  redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+  redis.call('HINCRBY', KEYS[2], 'input_tokens', ARGV[3])
+  redis.call('HINCRBY', KEYS[2], 'output_tokens', ARGV[4])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
+KEPT_FIELD = {"output": "output_bytes", "errors": "errors_bytes"}
 _TRANSITION = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 0 end
@@ -58,7 +69,11 @@ class BatchStore:
         return f"{self.prefix}batch:{{{tenant}}}:{batch_id}"
 
     def results_key(self, tenant: str, batch_id: str) -> str:
+        """Where batches recorded before results moved to disk kept them (resume.py moves them)."""
         return self.key(tenant, batch_id) + ":results"
+
+    def done_key(self, tenant: str, batch_id: str) -> str:
+        return self.key(tenant, batch_id) + ":done"
 
     def index_key(self, tenant: str) -> str:
         return f"{self.prefix}batches:{{{tenant}}}"
@@ -102,8 +117,9 @@ class BatchStore:
         return content
 
     async def ended(self, tenant: str, batch_id: str) -> None:
-        """A final batch no longer needs its input or its per-line results (the files hold them)."""
-        await self.redis.delete(self.results_key(tenant, batch_id), self.key(tenant, batch_id) + ":input")
+        """A final batch no longer needs its input or its progress bitmap (the files hold the results)."""
+        await self.redis.delete(self.results_key(tenant, batch_id), self.done_key(tenant, batch_id),
+                                self.key(tenant, batch_id) + ":input")
         await self.bodies.remove(tenant, _input(batch_id))
 
     async def fields(self, tenant: str, batch_id: str) -> dict[str, str]:
@@ -122,19 +138,30 @@ class BatchStore:
         return sum(1 for owner, _ in await self.active() if owner == tenant)
 
     async def done(self, tenant: str, batch_id: str) -> set[int]:
-        return {int(i) for i in await self.redis.hkeys(self.results_key(tenant, batch_id))}
+        bits = await self.redis.get(self.done_key(tenant, batch_id)) or b""
+        return {i * 8 + b for i, byte in enumerate(bits) if byte for b in range(8) if byte & (0x80 >> b)}
 
-    async def results(self, tenant: str, batch_id: str) -> dict[int, bytes]:
+    async def kept_bytes(self, tenant: str, batch_id: str) -> dict[str, int]:
+        """How much of the output and error files is recorded (what follows was never counted)."""
+        raw = await self.redis.hmget(self.key(tenant, batch_id), *KEPT_FIELD.values())
+        return {kind: int(v or 0) for kind, v in zip(KEPT_FIELD, raw)}
+
+    async def legacy_results(self, tenant: str, batch_id: str) -> dict[int, bytes]:
         raw = await self.redis.hgetall(self.results_key(tenant, batch_id))
         return {int(i): line for i, line in raw.items()}
 
-    async def record(self, tenant: str, batch_id: str, index: int, line: bytes, ok: bool,
-                     input_tokens: int, output_tokens: int) -> bool:
-        """Keep a line's result unless one is kept already; True when this call kept it."""
-        kept = await self._record(keys=[self.results_key(tenant, batch_id), self.key(tenant, batch_id)],
-                                  args=[index, line, "completed" if ok else "failed", input_tokens, output_tokens,
-                                        self.ttl_s])
-        return bool(kept)
+    async def record(self, tenant: str, batch_id: str, index: int, ok: bool, tokens: tuple[int, int],
+                     kind: str, kept: tuple[int, int], count: bool = True) -> int:
+        """Mark line `index` done with its file `kind` kept from kept[0] to kept[1] bytes; 1 when this
+        call did, 0 when the line had a result, -1 when the file's kept length was not kept[0]."""
+        return int(await self._record(
+            keys=[self.done_key(tenant, batch_id), self.key(tenant, batch_id)],
+            args=[index, "completed" if ok else "failed", tokens[0], tokens[1], self.ttl_s, KEPT_FIELD[kind],
+                  kept[0], kept[1], int(count)]))
+
+    async def fail(self, tenant: str, batch_id: str, error: dict) -> None:
+        """Why the batch fails, kept so that whoever finalizes it (after a restart too) says so."""
+        await self.redis.hset(self.key(tenant, batch_id), "failure", json.dumps(error))
 
     async def move(self, tenant: str, batch_id: str, allowed: tuple[str, ...], status: str, **fields) -> bool:
         """Set `status` (and its timestamp, and `fields`) if the batch is in one of `allowed`."""
@@ -177,7 +204,9 @@ def batch_object(fields: dict[str, str]) -> dict:
     stamps = {name: int(fields[name]) if name in fields else None for name in TIMESTAMPS}
     completed, failed = int(fields["completed"]), int(fields["failed"])
     tokens_in, tokens_out = int(fields["input_tokens"]), int(fields["output_tokens"])
-    return {"id": meta["id"], "object": "batch", "endpoint": meta["endpoint"], "errors": None,
+    failure = json.loads(fields["failure"]) if fields.get("failure") else None
+    errors = {"object": "list", "data": [failure]} if failure else None
+    return {"id": meta["id"], "object": "batch", "endpoint": meta["endpoint"], "errors": errors,
             "input_file_id": meta["input_file_id"], "completion_window": meta["completion_window"],
             "status": fields["status"], "output_file_id": fields.get("output_file_id") or None,
             "error_file_id": fields.get("error_file_id") or None, "created_at": meta["created_at"],

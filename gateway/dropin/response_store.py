@@ -6,8 +6,10 @@ as for an id that never existed. A conversation larger than MAX_STORED_BYTES is 
 continued (400): the stored history stays bounded however long a chain of turns grows.
 
 What a tenant keeps is bounded by its `storage.stored_responses` and `.stored_responses_bytes`
-quotas: a response that will be stored takes its place before it is generated (a 429 or 413
-when there is none), and gives it back when it is not stored after all.
+quotas, counted at their real size: a response that will be stored takes its place before it is
+generated, at the size of the conversation so far (a 429 or 413 when there is none), then its
+full size when stored; an answer whose conversation no longer fits is answered but not stored,
+and its place is given back, as for a response not stored after all.
 """
 from __future__ import annotations
 
@@ -56,12 +58,17 @@ async def load_history(redis, config, tenant: str, response_id: str) -> list[dic
     return json.loads(raw)["messages"]
 
 
-async def reserve(redis, config, tenant, response_id: str) -> None:
-    """A place for the response within the tenant's quota, before it is generated; 503 when Redis
-    is down or refuses writes (a store that cannot keep it must not serve it as kept)."""
+def _encoded(messages: list[dict]) -> bytes:
+    return json.dumps({"messages": messages}, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def reserve(redis, config, tenant, response_id: str, conversation: list[dict]) -> None:
+    """A place for the response within the tenant's quota, before it is generated, as large as
+    the conversation it continues; 503 when Redis is down or refuses writes (a store that cannot
+    keep it must not serve it as kept)."""
     try:
-        await _quota(redis, config).reserve(tenant.name, response_id, 1, int(time.time()) + PENDING_S,
-                                            responses_quota(config, tenant))
+        await _quota(redis, config).reserve(tenant.name, response_id, len(_encoded(conversation)),
+                                            int(time.time()) + PENDING_S, responses_quota(config, tenant))
     except OpenAIError:
         raise
     except Exception as exc:
@@ -76,15 +83,18 @@ async def release(redis, config, tenant: str, response_id: str) -> None:
         log.warning("could not give back the place of response %s: %s", response_id, exc)
 
 
-async def save(redis, config, tenant: str, response_id: str, messages: list[dict]) -> bool:
-    """Store the conversation; False (logged) when Redis failed: the answer itself still goes out,
-    and its place is given back."""
-    data = json.dumps({"messages": messages}, separators=(",", ":"), ensure_ascii=False)
+async def save(redis, config, tenant, response_id: str, messages: list[dict]) -> bool:
+    """Store the conversation, counted at its real size; False (logged) when it passes the quota
+    or Redis failed: the answer itself still goes out, and its place is given back."""
+    data = _encoded(messages)
     try:
-        await _quota(redis, config).reserve(tenant, response_id, len(data.encode()), int(time.time()) + STORE_TTL_S,
-                                            responses_quota(config, None), force=True)  # its place, now its size
-        await redis.set(_key(config, tenant, response_id), data, ex=STORE_TTL_S)
+        await _quota(redis, config).reserve(tenant.name, response_id, len(data), int(time.time()) + STORE_TTL_S,
+                                            responses_quota(config, tenant))
+        await redis.set(_key(config, tenant.name, response_id), data, ex=STORE_TTL_S)
         return True
+    except OpenAIError as refusal:  # the answer grew the conversation past the tenant's bytes quota
+        log.info("response %s not stored: %s", response_id, refusal.message)
+        return False
     except Exception as exc:
         log.warning("could not store response %s: %s", response_id, exc)
         return False

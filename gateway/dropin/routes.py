@@ -83,12 +83,13 @@ async def responses(request: web.Request) -> web.StreamResponse:
         body, translation.store = {**body, "store": False}, False
 
     async def save(response_id: str, messages: list[dict]) -> bool:
-        return await response_store.save(services.redis, config, tenant.name, response_id, messages)
+        return await response_store.save(services.redis, config, tenant, response_id, messages)
 
     shaper = ResponsesShaper(body, translation, save)
     if translation.store:
         try:
-            await response_store.reserve(services.redis, config, tenant, shaper.response_id)
+            await response_store.reserve(services.redis, config, tenant, shaper.response_id,
+                                         translation.conversation)
         except OpenAIError as refusal:
             await count_refusal(services.sinks.policy, request, tenant, refusal)
             raise

@@ -1,5 +1,5 @@
 """A gateway killed mid-batch (SIGKILL: no goodbye) and started again resumes the batch: every
-line is answered exactly once in the output and billed once, whatever was in flight."""
+line is answered exactly once in the output, and every run billed once, whatever was in flight."""
 from __future__ import annotations
 
 import os
@@ -68,5 +68,7 @@ async def test_a_killed_gateway_resumes_the_batch_and_answers_each_line_once(fak
     assert done.status == "completed" and done.request_counts.completed == LINES
     assert sorted(line["custom_id"] for line in out) == sorted(f"req-{i}" for i in range(LINES))
     billed = [t for day in usage["days"] for t in day["tiers"].values()]
-    assert sum(t["requests"] for t in billed) == LINES
+    # each run billed at most once: a run the kill cut after its bill but before its line was written
+    # ran again and generated again, so it is billed again (docs/batches.md)
+    assert LINES <= sum(t["requests"] for t in billed) <= fake.served
     assert fake.served >= LINES  # lines cut by the kill ran again; their first answers were never kept

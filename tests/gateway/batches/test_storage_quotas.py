@@ -117,3 +117,27 @@ async def test_redis_holds_file_metadata_only(fakes, gateway, redis_prefix, tmp_
     assert sum(f.bytes for f in uploaded) > 20_000_000
     assert await _redis_bytes(redis_prefix) < 200_000
     assert all((tmp_path / "files" / "t-acme" / f.id).stat().st_size == len(content) for f in uploaded)
+
+
+async def test_stored_responses_count_their_real_size_and_never_pass_the_bytes_quota(
+        fakes, gateway, redis_prefix, tmp_path):
+    (fake, url), = await fakes(1)
+    fake.reply = "r" * 300
+    doc = batch_config(url, redis_prefix, tmp_path / "usage")
+    doc["tenants"]["acme"]["storage"] = {"stored_responses_bytes": 1024}
+    gw = await gateway(doc)
+    async with client(gw.url) as acme:
+        for _ in range(6):  # answered, stored while the conversation fits, else refused (413) before generating
+            try:
+                await acme.responses.create(model="small", input="hi", store=True)
+            except openai.APIStatusError as err:
+                assert err.status_code == 413 and "storage.stored_responses_bytes: 1024" in err.body["message"]
+    redis = aioredis.from_url(SHARED_REDIS)
+    try:
+        used = int(await redis.get(f"{redis_prefix}storage:{{acme}}:responses:bytes"))
+        kept = [k async for k in redis.scan_iter(match=f"{redis_prefix}responses:acme:*")]
+        real = sum([len(await redis.get(k)) for k in kept])
+    finally:
+        await redis.aclose()
+    assert kept
+    assert used == real <= 1024  # each counted at its real size, none past the quota
