@@ -51,6 +51,9 @@ _GENERATION_FIELDS = {
     "stream": {"type": "boolean"},
     "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
     "ignore_eos": {"type": "boolean"},
+    "cascade": {"type": "boolean", "description": "The gateway's cascade on or off for this request, within the "
+                                                  "tenant's routing.cascade.mode (docs/routing.md); never sent to a "
+                                                  "worker"},
 }
 
 _USAGE = {"type": "object", "required": ["prompt_tokens", "completion_tokens", "total_tokens"],

@@ -4,6 +4,7 @@ scripted workers whose token logprobs each test scripts, with the real policy, l
 log in Redis and on disk."""
 from __future__ import annotations
 
+import asyncio
 import glob
 import json
 
@@ -68,6 +69,12 @@ class Workers:
         values, name = self.logprobs[url], url.split("//")[1].split(".")[0]
         self.counts[sent.headers["x-request-id"]] = len(values)
         usage = {"prompt_tokens": PROMPT, "completion_tokens": len(values), "total_tokens": PROMPT + len(values)}
+        if sent.url.endswith("/v1/completions"):  # whole text completions: logprobs as a count
+            tokens = [f"{name}{i}" for i in range(len(values))]
+            asked = body.get("logprobs") is not None
+            return Reply(body={"id": "t", "object": "text_completion", "model": body["model"], "usage": usage,
+                               "choices": [{"index": 0, "text": "".join(tokens), "finish_reason": "stop",
+                                            "logprobs": {"tokens": tokens, "token_logprobs": values} if asked else None}]})
         if not body.get("stream"):
             content = [{"token": f"{name}{i}", "logprob": v, "bytes": None, "top_logprobs": []}
                        for i, v in enumerate(values)]
@@ -99,7 +106,8 @@ async def cascade(gateway, redis_prefix, tmp_path):
     records = lambda: read_records(sorted(glob.glob(str(tmp_path / "usage" / "*"))))  # noqa: E731
     async with aiohttp.ClientSession() as http:
         async def post(tenant: str, path: str = "/v1/chat/completions", **body):
-            body = {"model": "auto", "messages": HI, **body}
+            asked = {"prompt": "hi"} if path == "/v1/completions" else {"messages": HI}
+            body = {"model": "auto", **asked, **body}
             async with http.post(gw.url + path, json=body,
                                  headers={"Authorization": f"Bearer {_key(tenant)}"}) as answer:
                 raw = await answer.read()
@@ -252,3 +260,71 @@ async def test_the_route_dry_run_says_whether_a_cascade_would_run_and_to_which_t
     status, _, raw = await post(tenant, "/v1/route", max_tokens=1000, **body)
     assert status == 200 and json.loads(raw)["cascade"] == says
     assert not workers.generations()
+
+
+class _Stalled:
+    """A stream's body that sends its first piece and then nothing more (a slow first tier)."""
+
+    def __init__(self, first: bytes):
+        self.first, self.stalled = first, asyncio.Event()
+
+    async def read(self, n: int = -1) -> bytes:
+        return await self.readany()
+
+    async def readany(self) -> bytes:
+        if self.first:
+            first, self.first = self.first, b""
+            return first
+        self.stalled.set()
+        await asyncio.Event().wait()  # never: the client leaves first
+        return b""
+
+
+async def test_a_client_that_leaves_while_the_stream_is_held_is_billed_the_workers_count(cascade):
+    post, workers, records = cascade
+    stalled: list[_Stalled] = []
+    answer = workers.transport._answer
+
+    async def stalling(sent: Sent):
+        response = await answer(sent)
+        if sent.url.startswith(SMALL + "/v1/chat") and sent.json.get("stream"):
+            stalled.append(_Stalled(await response.content.readany()))
+            response.content = stalled[-1]
+        return response
+    workers.transport._answer = stalling
+    request = asyncio.create_task(post("held", cascade=True, stream=True, max_tokens=50))
+    await wait_for(lambda: stalled and stalled[0].stalled.is_set(), timeout_s=5, what="the held stream stalled")
+    request.cancel()
+    [record] = await wait_for(records, timeout_s=5, what="the held attempt's record")
+    [generation] = workers.generations()
+    assert (record.request_id, record.tier, record.completion_tokens, record.usage_source) == (
+        generation.headers["x-request-id"], "small", 4, "worker")  # the worker's own count, asked at its abort route
+    assert any("/abort" in s.url for s in workers.transport.sent)
+
+
+async def test_text_completions_cascade_on_the_chosen_tokens_logprobs(cascade):
+    post, workers, _ = cascade
+    workers.logprobs[SMALL] = [UNSURE, SURE]
+    status, headers, raw = await post("on", "/v1/completions")
+    assert status == 200 and headers["x-tiergate-cascade"].startswith("escalated; reason=low_confidence")
+    assert json.loads(raw)["choices"][0]["text"] == "medium0medium1medium2"
+    first, second = workers.generations()
+    assert first.json["logprobs"] == 0 and "logprobs" not in second.json  # the chosen token's, no alternatives
+
+
+async def test_an_unsure_answer_is_kept_when_no_worker_above_answers(cascade):
+    post, workers, records = cascade
+    workers.logprobs[SMALL] = [UNSURE] * 4
+    script = workers.transport.script
+
+    def medium_down(sent: Sent) -> Reply:
+        if sent.method == "POST" and sent.url.startswith(MEDIUM + "/v1/chat"):
+            return Reply(502, {"error": {"message": "down"}})
+        return script(sent)
+    workers.transport.script = medium_down
+    status, headers, raw = await post("upto-medium", cascade=True)  # large is past its max_tier
+    assert (status, headers["x-tiergate-tier"], _text(raw)) == (200, "small", "small0small1small2small3")
+    assert headers["x-tiergate-cascade"].startswith("kept; reason=upper_unavailable")
+    assert not [s for s in workers.generations() if s.url.startswith(LARGE)]
+    [record] = await wait_for(records, timeout_s=5, what="the kept answer's record")
+    assert (record.request_id, record.tier, record.completion_tokens) == (headers["x-request-id"], "small", 4)
