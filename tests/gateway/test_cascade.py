@@ -51,7 +51,12 @@ class Workers:
     def __init__(self):
         self.logprobs = {SMALL: [SURE] * 4, MEDIUM: [SURE] * 3, LARGE: [SURE] * 2}
         self.counts: dict[str, int] = {}
+        self.broken: str | None = None
         self.transport = ScriptedTransport(self.answer)
+
+    def down(self, url: str) -> None:
+        """Generations sent to `url` from now on are answered 502 (a worker fault)."""
+        self.broken = url
 
     def generations(self, url: str | None = None) -> list[Sent]:
         return [s for s in self.transport.sent if s.method == "POST" and "/v1/internal/" not in s.url
@@ -66,6 +71,8 @@ class Workers:
             return Reply(body={"finished": True, "usage": {"prompt_tokens": PROMPT, "completion_tokens": done}}) \
                 if done is not None else Reply(404, {"error": {"message": "no such request"}})
         url, body = sent.url.split("/v1/")[0], sent.json
+        if url == self.broken:
+            return Reply(502, {"error": {"message": f"{url} is down"}})
         values, name = self.logprobs[url], url.split("//")[1].split(".")[0]
         self.counts[sent.headers["x-request-id"]] = len(values)
         usage = {"prompt_tokens": PROMPT, "completion_tokens": len(values), "total_tokens": PROMPT + len(values)}
@@ -231,13 +238,7 @@ async def test_a_stream_holds_the_first_tiers_tokens_then_streams_the_chosen_ans
 
 async def test_a_worker_error_on_the_first_attempt_fails_over_as_without_a_cascade(cascade):
     post, workers, _ = cascade
-    script = workers.transport.script
-
-    def broken_small(sent: Sent) -> Reply:
-        if sent.method == "POST" and sent.url.startswith(SMALL + "/v1/chat"):
-            return Reply(502, {"error": {"message": "down"}})
-        return script(sent)
-    workers.transport.script = broken_small
+    workers.down(SMALL)
     status, headers, _ = await post("on", cascade=False)
     assert (status, headers["x-tiergate-tier"]) == (200, "medium")  # failover to the tier above, as ever
     status, headers, raw = await post("on")
@@ -315,13 +316,7 @@ async def test_text_completions_cascade_on_the_chosen_tokens_logprobs(cascade):
 async def test_an_unsure_answer_is_kept_when_no_worker_above_answers(cascade):
     post, workers, records = cascade
     workers.logprobs[SMALL] = [UNSURE] * 4
-    script = workers.transport.script
-
-    def medium_down(sent: Sent) -> Reply:
-        if sent.method == "POST" and sent.url.startswith(MEDIUM + "/v1/chat"):
-            return Reply(502, {"error": {"message": "down"}})
-        return script(sent)
-    workers.transport.script = medium_down
+    workers.down(MEDIUM)
     status, headers, raw = await post("upto-medium", cascade=True)  # large is past its max_tier
     assert (status, headers["x-tiergate-tier"], _text(raw)) == (200, "small", "small0small1small2small3")
     assert headers["x-tiergate-cascade"].startswith("kept; reason=upper_unavailable")
