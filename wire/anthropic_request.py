@@ -13,7 +13,7 @@ from .chat_stream import check_top_level, tool_list
 from .errors import bad_request
 
 FIELDS = {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "stream",
-          "tools", "tool_choice", "metadata"}
+          "tools", "tool_choice", "metadata", "cascade"}  # cascade: the gateway's own (docs/routing.md)
 
 
 def _blocks(content, where: str) -> list[dict]:
@@ -121,7 +121,7 @@ def messages_to_chat(body: dict) -> dict:
             raise bad_request("'stop_sequences' must be a list of non-empty strings", param="stop_sequences")
         if stops:
             chat["stop"] = stops
-    for name in ("temperature", "top_p", "top_k"):
+    for name in ("temperature", "top_p", "top_k", "cascade"):
         if body.get(name) is not None:
             chat[name] = body[name]
     temperature = body.get("temperature")

@@ -14,7 +14,8 @@ from .chat_stream import check_top_level, tool_list
 from .errors import bad_request
 
 FIELDS = {"model", "input", "instructions", "tools", "tool_choice", "text", "max_output_tokens", "temperature",
-          "top_p", "stream", "store", "previous_response_id", "metadata", "user", "parallel_tool_calls"}
+          "top_p", "stream", "store", "previous_response_id", "metadata", "user", "parallel_tool_calls",
+          "cascade"}  # the gateway's own: its cascade on or off (docs/routing.md)
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 TEXT_PARTS = {"input_text", "output_text", "text"}
 MAX_RESPONSE_ID = 128  # ids we give are resp_ + 32 hex; a longer one is not ours, nor a Redis key to look up
@@ -149,7 +150,7 @@ def responses_to_chat(body: dict, history: list[dict] | None = None) -> Response
     if body.get("text") is not None and (fmt := _response_format(body["text"])) is not None:
         chat["response_format"] = fmt
     for ours, theirs in (("max_tokens", "max_output_tokens"), ("temperature", "temperature"), ("top_p", "top_p"),
-                         ("user", "user")):
+                         ("user", "user"), ("cascade", "cascade")):
         if body.get(theirs) is not None:
             chat[ours] = body[theirs]
     if body.get("metadata") is not None and not isinstance(body["metadata"], dict):

@@ -113,7 +113,7 @@ async def cascade(gateway, redis_prefix, tmp_path):
     records = lambda: read_records(sorted(glob.glob(str(tmp_path / "usage" / "*"))))  # noqa: E731
     async with aiohttp.ClientSession() as http:
         async def post(tenant: str, path: str = "/v1/chat/completions", **body):
-            asked = {"prompt": "hi"} if path == "/v1/completions" else {"messages": HI}
+            asked = {"/v1/completions": {"prompt": "hi"}, "/v1/responses": {"input": "hi"}}.get(path, {"messages": HI})
             body = {"model": "auto", **asked, **body}
             async with http.post(gw.url + path, json=body,
                                  headers={"Authorization": f"Bearer {_key(tenant)}"}) as answer:
@@ -323,3 +323,12 @@ async def test_an_unsure_answer_is_kept_when_no_worker_above_answers(cascade):
     assert not [s for s in workers.generations() if s.url.startswith(LARGE)]
     [record] = await wait_for(records, timeout_s=5, what="the kept answer's record")
     assert (record.request_id, record.tier, record.completion_tokens) == (headers["x-request-id"], "small", 4)
+
+
+@pytest.mark.parametrize("path, body", [("/v1/messages", {"max_tokens": 50}), ("/v1/responses", {"store": False})])
+async def test_the_translating_endpoints_take_the_cascade_field(cascade, path, body):
+    post, workers, _ = cascade
+    workers.logprobs[SMALL] = [UNSURE] * 4
+    status, headers, raw = await post("allow", path, cascade=True, **body)
+    assert status == 200, raw
+    assert headers["x-tiergate-cascade"].startswith("escalated") and b"medium0medium1medium2" in raw
