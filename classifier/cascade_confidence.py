@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+# the top_logprobs answer_confidence reads: the chosen token and its best rival
+TOP_LOGPROBS = 2
 # a token with no rival in sight is capped: confidences stay finite for thresholds, JSON and metrics
 MAX_MARGIN = 20.0
 # classifier/cascade_calibration.calibrate_threshold at the router's default quality target, on the

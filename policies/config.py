@@ -81,8 +81,10 @@ def _cascade_mode(f: Fields, key: str) -> str:
     if value not in CASCADE_MODES:
         f.fail(key, f"must be one of {', '.join(CASCADE_MODES)}, got {value!r}")
     return value
-# Placeholder until the calibrated default (docs/routing.md, "Cascade") replaces it: the one place it is set.
-CASCADE_THRESHOLD = -1.0
+# classifier/cascade_confidence.DEFAULT_THRESHOLD, which policies may not import (a test holds them equal);
+# the confidence is a margin in nats, at most classifier/cascade_confidence.MAX_MARGIN
+CASCADE_THRESHOLD = 0.0
+CASCADE_MAX_MARGIN = 20.0
 MAX_HOLD_TOKENS = 4096  # a held stream keeps this many tokens in the gateway at most
 
 
@@ -94,7 +96,8 @@ class CascadePolicy:
                         parse=lambda f, k: _cascade_mode(f, k))
     threshold: float = setting(CASCADE_THRESHOLD, "The cheap tier's answer is kept when its confidence "
                                                   "(classifier/cascade_confidence.py) is at least this; below "
-                                                  "it, one usable tier up is asked.", minimum=-1000.0, maximum=0.0)
+                                                  "it, one usable tier up is asked.", minimum=-1000.0,
+                               maximum=CASCADE_MAX_MARGIN)
     hold_tokens: int = setting(32, "A cascaded stream longer than hold_whole_max_tokens holds back this many "
                                    "tokens of the cheap tier's answer to decide on.", minimum=1,
                                maximum=MAX_HOLD_TOKENS)

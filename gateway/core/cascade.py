@@ -97,18 +97,30 @@ def plan_cascade(policy: CascadePolicy, asked: bool | None, route: Route, capabi
     return CascadePlan(False, why, True, upper=upper) if why else plan
 
 
-def chosen_logprobs(choice: dict) -> list[float] | None:
-    """The logprobs of the tokens a choice (or a stream chunk's choice) chose; None: it carries none."""
+def chosen_logprobs(choice: dict) -> list[tuple[float, list[float]]] | None:
+    """Per token a choice (or a stream chunk's choice) chose: its logprob and the values of its
+    `top_logprobs` (empty when none came); None: it carries no logprobs."""
     about = choice.get("logprobs") if isinstance(choice, dict) else None
     if not isinstance(about, dict):
         return None
-    tokens = about.get("content")  # chat: one entry per token
+    tokens = about.get("content")  # chat: one entry per token, its top list of entries
     if isinstance(tokens, list):
-        return [t["logprob"] for t in tokens if isinstance(t, dict) and _number(t.get("logprob"))]
-    values = about.get("token_logprobs")  # completions
+        return [(t["logprob"], _values(t.get("top_logprobs"))) for t in tokens
+                if isinstance(t, dict) and _number(t.get("logprob"))]
+    values = about.get("token_logprobs")  # completions: a top list per token, a token -> logprob object each
     if isinstance(values, list):
-        return [v for v in values if _number(v)]
+        tops = about.get("top_logprobs")
+        tops = tops if isinstance(tops, list) and len(tops) == len(values) else [None] * len(values)
+        return [(v, _values(top)) for v, top in zip(values, tops) if _number(v)]
     return None
+
+
+def _values(top) -> list[float]:
+    if isinstance(top, dict):
+        return [v for v in top.values() if _number(v)]
+    if isinstance(top, list):
+        return [t["logprob"] for t in top if isinstance(t, dict) and _number(t.get("logprob"))]
+    return []
 
 
 def _number(value) -> bool:
@@ -116,11 +128,11 @@ def _number(value) -> bool:
 
 
 class Confidence:
-    """The first answer's logprobs gathered per choice, whole or chunk by chunk; the answer's
-    confidence is its least sure choice's."""
+    """The first answer's logprobs (with each token's top list) gathered per choice, whole or chunk
+    by chunk; the answer's confidence is its least sure choice's."""
 
     def __init__(self):
-        self.by_choice: dict[int, list[float]] = {}
+        self.by_choice: dict[int, list[tuple[float, list[float]]]] = {}
         self.tokens = 0
 
     def add(self, obj: dict) -> None:
@@ -134,7 +146,8 @@ class Confidence:
     def score(self) -> float | None:
         if not self.by_choice:
             return None
-        return min(answer_confidence(values) for values in self.by_choice.values())
+        return min(answer_confidence([lp for lp, _ in tokens], [top for _, top in tokens])
+                   for tokens in self.by_choice.values())
 
 
 def whole_confidence(body: bytes) -> float | None:

@@ -27,6 +27,7 @@ from typing import Awaitable, Protocol
 
 import aiohttp
 
+from classifier.cascade_confidence import TOP_LOGPROBS
 from wire.errors import OpenAIError
 
 from .affinity import AffinityIndex
@@ -112,7 +113,7 @@ class Ask:
     stream: bool
     max_tokens: int   # asked for or the default (request.max_tokens_on caps it per tier); 0: embeddings
     first_attempt: int = 1  # the number of its first attempt here (a re-ask continues the request's)
-    logprobs: bool = False  # the cascade's first attempt: the chosen tokens' logprobs are asked for
+    logprobs: bool = False  # the cascade's first attempt: the chosen tokens' logprobs and top lists are asked for
 
     def body_for(self, tier: Tier) -> bytes:
         out = dict(self.body)
@@ -121,7 +122,11 @@ class Ask:
             out["cache_salt"] = self.route.cache_salt
         out.pop("cascade", None)  # the gateway's own field
         if self.logprobs and not out.get("logprobs"):
-            out["logprobs"] = True if self.path == PATHS["chat"] else 0  # completions: the chosen token's only
+            # the cascade's confidence reads each token's best rival: the top list (completions: its length)
+            if self.path == PATHS["chat"]:
+                out["logprobs"], out["top_logprobs"] = True, TOP_LOGPROBS
+            else:
+                out["logprobs"] = TOP_LOGPROBS
         if self.stream:
             # Always ask for usage so cost is exact; the gateway drops that chunk if the client did not ask.
             out["stream_options"] = {**(out.get("stream_options") or {}), "include_usage": True}

@@ -105,3 +105,10 @@ def test_the_guard_takes_a_stricter_one_when_the_serving_one_misses_the_target()
     conf, cheap, strong = _verdicts()
     assert guard(serving=0.0, candidate=200.0, confidence=conf, cheap_good=cheap, strong_good=strong)["accepted"]
     assert not guard(serving=0.0, candidate=50.0, confidence=conf, cheap_good=cheap, strong_good=strong)["accepted"]
+
+
+def test_the_policy_default_is_the_measured_threshold_and_its_range_holds_every_margin():
+    from policies.config import CASCADE_MAX_MARGIN, CASCADE_THRESHOLD
+
+    assert CASCADE_THRESHOLD == DEFAULT_THRESHOLD  # policies may not import classifier: kept equal here
+    assert CASCADE_MAX_MARGIN == MAX_MARGIN

@@ -11,6 +11,7 @@ import json
 import aiohttp
 import pytest
 
+from classifier.cascade_confidence import TOP_LOGPROBS
 from gateway.core.metrics import METRICS
 from policies.config import CASCADE_THRESHOLD
 from policies.keys import hash_key
@@ -22,7 +23,9 @@ from wire.prompt_bound import prompt_token_bound
 from wire.requests import parse_chat
 
 SMALL, MEDIUM, LARGE = "http://small.test", "http://medium.test", "http://large.test"
-SURE, UNSURE = CASCADE_THRESHOLD + 0.5, CASCADE_THRESHOLD - 2.0  # per-token logprobs either side of it
+# per-token logprobs; with no rivals listed the margin they allow (classifier/cascade_confidence.py) is
+# +4.6 and -2.9 nats, either side of the threshold
+SURE, UNSURE = -0.01, -3.0
 PROMPT = 9
 HI = [{"role": "user", "content": "hi"}]
 # What admission reserves for one answer of 1,000 tokens: 3 attempts (failover's default) at large's prices
@@ -159,7 +162,7 @@ async def test_a_confident_answer_is_kept_and_an_unsure_one_asked_once_of_the_ti
     assert headers["x-tiergate-cascade"].startswith("kept; reason=confident")
     assert json.loads(raw)["choices"][0]["logprobs"] is None  # asked for by the gateway, not the client
     [first] = workers.generations()
-    assert first.json["logprobs"] is True and "cascade" not in first.json
+    assert first.json["logprobs"] is True and first.json["top_logprobs"] == TOP_LOGPROBS and "cascade" not in first.json
     workers.logprobs[SMALL] = [SURE, UNSURE, SURE, SURE]
     escalated = METRICS.cascade.labels("small", "escalated", "low_confidence")._value.get()
     status, headers, raw = await post("allow", cascade=True)
@@ -310,7 +313,7 @@ async def test_text_completions_cascade_on_the_chosen_tokens_logprobs(cascade):
     assert status == 200 and headers["x-tiergate-cascade"].startswith("escalated; reason=low_confidence")
     assert json.loads(raw)["choices"][0]["text"] == "medium0medium1medium2"
     first, second = workers.generations()
-    assert first.json["logprobs"] == 0 and "logprobs" not in second.json  # the chosen token's, no alternatives
+    assert first.json["logprobs"] == TOP_LOGPROBS and "logprobs" not in second.json  # the chosen token and its rival
 
 
 async def test_an_unsure_answer_is_kept_when_no_worker_above_answers(cascade):
