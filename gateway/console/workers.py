@@ -11,6 +11,7 @@ import time
 
 import aiohttp
 
+from ..core.transport import get_small
 from . import promtext
 
 MAX_METRICS_BYTES = 4 << 20  # a worker's /metrics page larger than this is not read
@@ -54,15 +55,9 @@ def engine_figures(found) -> dict:
 
 async def _scrape(transport, backend, timeout_s: float) -> dict | None:
     try:
-        response = await transport.get(backend.url + "/metrics", headers=backend.auth_headers,
-                                       timeout=aiohttp.ClientTimeout(total=timeout_s))
-        try:
-            if response.status != 200:
-                return None
-            raw = await response.content.read(MAX_METRICS_BYTES + 1)
-        finally:
-            response.release()
-        if len(raw) > MAX_METRICS_BYTES:
+        _, raw = await get_small(transport, backend.url + "/metrics", backend.auth_headers, timeout_s,
+                                      MAX_METRICS_BYTES)
+        if raw is None:
             return None
         return engine_figures(promtext.samples(raw.decode("utf-8", "replace")))
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, UnicodeDecodeError):

@@ -18,7 +18,7 @@ from wire.capabilities import Capabilities, from_models_card, intersect
 from ..cache.identity import UNSTATED, stated_identity
 from ..config import Config
 from .pool import DOWN, SILENT, UP, Backend, Pools
-from .transport import Transport
+from .transport import Transport, get_small
 
 MAX_CARD_BYTES = 256 * 1024
 
@@ -34,19 +34,15 @@ SAYS_NOTHING = WorkerCard(Capabilities(), UNSTATED)
 async def read_card(transport: Transport, backend: Backend, timeout_s: float) -> WorkerCard | None:
     """What the worker states; a worker without a readable card states nothing; None: no answer."""
     try:
-        response = await transport.get(backend.url + "/v1/models", headers=backend.auth_headers,
-                                       timeout=aiohttp.ClientTimeout(total=timeout_s))
-        try:
-            if response.status != 200:
-                return SAYS_NOTHING
-            card = json.loads(await response.content.read(MAX_CARD_BYTES))
-            return WorkerCard(from_models_card(card), stated_identity(card))
-        finally:
-            response.release()
-    except ValueError:
-        return SAYS_NOTHING
+        _, raw = await get_small(transport, backend.url + "/v1/models", backend.auth_headers, timeout_s,
+                                      MAX_CARD_BYTES)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
         return None  # down or silent: ask again once it is healthy
+    try:
+        card = json.loads(raw) if raw is not None else None
+        return WorkerCard(from_models_card(card), stated_identity(card)) if card is not None else SAYS_NOTHING
+    except ValueError:
+        return SAYS_NOTHING
 
 
 async def probe_health(transport: Transport, backend: Backend, timeout_s: float) -> str:

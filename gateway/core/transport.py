@@ -55,6 +55,20 @@ class Transport:
     get: Get  # what the gateway reads of a worker: health, its card, its metrics
 
 
+async def get_small(transport: Transport, url: str, headers: Mapping[str, str], timeout_s: float,
+                    limit: int) -> tuple[int, bytes | None]:
+    """GET an answer that must be small: its status, and its body when the status is 200 and the
+    body is at most `limit` bytes (None past that: a worker's answer never fills our memory)."""
+    response = await transport.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s))
+    try:
+        if response.status != 200:
+            return response.status, None
+        raw = await response.content.read(limit + 1)
+    finally:
+        response.release()
+    return 200, raw if len(raw) <= limit else None
+
+
 def http_transport(session: aiohttp.ClientSession | None, connect_s: float, read_s: float) -> Transport:
     return Transport(http_post(session, connect_s, read_s), session.get if session is not None else _no_session)
 
