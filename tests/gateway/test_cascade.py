@@ -55,6 +55,7 @@ class Workers:
         self.logprobs = {SMALL: [SURE] * 4, MEDIUM: [SURE] * 3, LARGE: [SURE] * 2}
         self.counts: dict[str, int] = {}
         self.broken: str | None = None
+        self.stall: asyncio.Event | None = None  # set: small's streams send one chunk and then stall
         self.transport = ScriptedTransport(self.answer)
 
     def down(self, url: str) -> None:
@@ -100,7 +101,9 @@ class Workers:
         chunks.append({"id": "s", "object": "chat.completion.chunk", "model": body["model"], "choices": [],
                        "usage": usage})
         first, *rest = sse(*chunks, "[DONE]")
-        return Reply(headers={"Content-Type": "text/event-stream"}, body=first, chunks=rest)
+        stall = self.stall if url == SMALL else None
+        return Reply(headers={"Content-Type": "text/event-stream"}, body=first, chunks=[] if stall else rest,
+                     stall=stall)
 
 
 @pytest.fixture
@@ -266,38 +269,11 @@ async def test_the_route_dry_run_says_whether_a_cascade_would_run_and_to_which_t
     assert not workers.generations()
 
 
-class _Stalled:
-    """A stream's body that sends its first piece and then nothing more (a slow first tier)."""
-
-    def __init__(self, first: bytes):
-        self.first, self.stalled = first, asyncio.Event()
-
-    async def read(self, n: int = -1) -> bytes:
-        return await self.readany()
-
-    async def readany(self) -> bytes:
-        if self.first:
-            first, self.first = self.first, b""
-            return first
-        self.stalled.set()
-        await asyncio.Event().wait()  # never: the client leaves first
-        return b""
-
-
 async def test_a_client_that_leaves_while_the_stream_is_held_is_billed_the_workers_count(cascade):
     post, workers, records = cascade
-    stalled: list[_Stalled] = []
-    answer = workers.transport._answer
-
-    async def stalling(sent: Sent):
-        response = await answer(sent)
-        if sent.url.startswith(SMALL + "/v1/chat") and sent.json.get("stream"):
-            stalled.append(_Stalled(await response.content.readany()))
-            response.content = stalled[-1]
-        return response
-    workers.transport._answer = stalling
+    workers.stall = asyncio.Event()  # small sends its first token, then nothing
     request = asyncio.create_task(post("held", cascade=True, stream=True, max_tokens=50))
-    await wait_for(lambda: stalled and stalled[0].stalled.is_set(), timeout_s=5, what="the held stream stalled")
+    await wait_for(workers.stall.is_set, timeout_s=5, what="the held stream stalled")
     request.cancel()
     [record] = await wait_for(records, timeout_s=5, what="the held attempt's record")
     [generation] = workers.generations()

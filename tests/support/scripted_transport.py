@@ -17,6 +17,7 @@ class Reply:
     chunks: list[bytes] | None = None  # a stream: its pieces as they arrive, after `body`
     headers: dict = field(default_factory=dict)
     hold: asyncio.Event | None = None  # the reply waits for this before it is sent
+    stall: asyncio.Event | None = None  # a stream that, its pieces sent, sets this and sends nothing more
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class _Content:
     def __init__(self, reply: Reply):
         self.pieces = [reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()]
         self.pieces += reply.chunks or []
+        self.stall = reply.stall
 
     async def read(self, n: int = -1) -> bytes:
         data = b"".join(self.pieces)
@@ -42,6 +44,9 @@ class _Content:
         return data if n < 0 else data[:n]
 
     async def readany(self) -> bytes:
+        if not self.pieces and self.stall is not None:
+            self.stall.set()
+            await asyncio.Event().wait()  # until the reader gives up (the client leaves)
         return self.pieces.pop(0) if self.pieces else b""
 
 
