@@ -41,5 +41,8 @@ def _smollm2():
 
 def worker_prompt_tokens(sent: dict) -> int:
     """The prompt tokens a SmolLM2 worker counts for the chat body `sent` (what it renders)."""
+    from backends.serving.cache_salt import take_cache_salt
     from backends.serving.prompting import chat_prompt_ids
-    return len(chat_prompt_ids(_smollm2(), parse_chat(sent)))
+    body = dict(sent)
+    take_cache_salt(body)  # the gateway's field, as the worker takes it before parsing
+    return len(chat_prompt_ids(_smollm2(), parse_chat(body)))
