@@ -1,6 +1,8 @@
 """The aiohttp application: routes, middlewares, lifecycle."""
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from webwire.errors import CLIENT_ID, REQUEST_ID, error_middleware
@@ -20,6 +22,7 @@ from .core.metrics import METRICS
 from .api.openapi import openapi_endpoint
 from .quality import api as quality_api
 from .server.errors import GatewayRunner
+from .server.read_timeouts import HeaderDeadlineHandler
 from .server.shutdown import finish_within
 from .core.services import SERVICES
 from .state import STATE, GatewayState
@@ -51,6 +54,24 @@ async def tiergate_headers(request: web.Request, handler):
     return response
 
 
+@web.middleware
+async def open_requests(request: web.Request, handler):
+    """Every /v1 request holds a place among its tenant's (and key's) open requests until its
+    answer, or its stream, ends, however it ends (a client gone cancels the handler)."""
+    policy = request[SERVICES].sinks.policy
+    if policy is None or not request.path.startswith("/v1/"):
+        return await handler(request)
+    try:
+        tenant = policy.authenticate(credentials(request))
+    except OpenAIError:
+        return await handler(request)  # the handler answers the refusal
+    slot = await policy.hold(tenant)
+    try:
+        return await handler(request)
+    finally:
+        await asyncio.shield(policy.let_go(slot))
+
+
 def _tenant(request: web.Request) -> str:
     """The key's holder (the handlers authenticated it the same way), or "none" for a key refused
     or absent: read here, so nothing is written on the answer for this middleware to read."""
@@ -64,7 +85,7 @@ def _tenant(request: web.Request) -> str:
 def build_app(state: GatewayState) -> web.Application:
     # Every handler reads its body through body.py under the limit of the config it runs with
     # (reloadable); aiohttp's own cap, for any read() that bypasses it, is the limit at start.
-    app = web.Application(middlewares=[tiergate_headers, error_middleware],
+    app = web.Application(middlewares=[tiergate_headers, error_middleware, open_requests],
                           client_max_size=state.services.config.limits.max_body_bytes)
     app[STATE] = state
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
@@ -104,7 +125,10 @@ async def start_site(app: web.Application, host: str, port: int) -> web.AppRunne
 
     Header limits and the JSON answer to requests the HTTP parser refuses: server_errors.py."""
     # read_bufsize: what aiohttp buffers (and inflates) ahead of the handler per request
-    runner = GatewayRunner(app, handler_cancellation=True, access_log=None, read_bufsize=READ_PIECE)
+    limits = app[STATE].services.config.limits
+    runner = GatewayRunner(app, handler_class=HeaderDeadlineHandler, header_timeout_s=limits.header_read_timeout_s,
+                           keepalive_timeout=limits.keepalive_timeout_s, handler_cancellation=True,
+                           access_log=None, read_bufsize=READ_PIECE)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_port=True, backlog=1024)
     await site.start()

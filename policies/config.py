@@ -28,6 +28,9 @@ class RateLimits:
     requests_per_minute: int | None = setting(None, "Requests per minute; unset: no limit.", minimum=1)
     tokens_per_minute: int | None = setting(None, "Prompt plus completion tokens per minute; unset: no limit.",
                                             minimum=1)
+    max_concurrent_requests: int | None = setting(None, "Requests open at once (a stream counts until it ends), "
+                                                        "across replicas, on every /v1 endpoint; past it a 429 "
+                                                        "naming this field. Unset: no limit.", minimum=1)
 
 
 @dataclass(frozen=True)

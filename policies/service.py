@@ -17,7 +17,7 @@ from policies.redis_errors import REDIS_DOWN, unsent
 from wire.errors import OpenAIError
 
 from policies import metrics
-from policies.config import PoliciesConfig, Tenant
+from policies.config import Budgets, PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
 from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
 from policies.alerts.deliverer import BudgetAlerts, budget_alerts
@@ -25,6 +25,7 @@ from policies.keys import KeyRing
 from policies.registry.admin import RegistryAdmin
 from policies.registry.cache import RegistryCache, registry_cache
 from policies.local_limits import LocalLimits
+from policies.concurrency import LEASE_S, ConcurrencyLimits, Slot
 from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, limits_of
 from policies.renewal import Renewals
 from policies.replica import ReplicaState, replica_state
@@ -105,6 +106,9 @@ class PolicyService:
         self._member_seq = 0
         self.local = LocalLimits()  # the limits this replica applies alone while Redis is away
         self.renewals = Renewals(self._renew, access.reservation_ttl_s)
+        self.concurrency = ConcurrencyLimits(redis, access.key_prefix)
+        self._open: dict[str, Slot] = {}  # slots this replica holds in Redis, renewed while their request runs
+        self.slot_renewals = Renewals(self._renew_slots, LEASE_S)
 
     # -- identity and routing (synchronous) ---------------------------------------------------
     def authenticate(self, authorization: str | None) -> Tenant:
@@ -174,6 +178,48 @@ class PolicyService:
                 if resent or not unsent(exc):
                     raise
                 resent = True
+
+    async def count_request(self, tenant: Tenant, request_id: str) -> None:
+        """One request against the tenant's rate limits, for an endpoint that generates nothing
+        (files, batches, usage, /v1/route): a spent budget does not refuse it, so a tenant can
+        still read its usage and its results."""
+        await self.admit(replace(tenant, policy=replace(tenant.policy, budgets=Budgets())), request_id, 0, 0)
+
+    # -- open requests ----------------------------------------------------------------------------
+    async def hold(self, tenant: Tenant) -> Slot | None:
+        """A place among the tenant's and its key's open requests, held until `let_go`; the 429
+        naming max_concurrent_requests when either is full; None where neither has a limit."""
+        _, key_limits = limits_of(tenant)
+        if tenant.is_admin or not any(self.concurrency.limits(tenant, key_limits)):
+            return None
+        try:
+            slot = await self.call_redis("hold", lambda: self.concurrency.take(tenant, key_limits))
+        except RedisUnavailable as unavailable:
+            if self.config.on_redis_error == "closed" or isinstance(unavailable, RedisFull):
+                raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
+                                  code="service_unavailable", headers={"Retry-After": "1"}) from None
+            return self.concurrency.take_here(tenant, key_limits)
+        self._open[slot.member] = slot
+        self.slot_renewals.hold(slot.member, slot)
+        return slot
+
+    async def let_go(self, slot: Slot | None) -> None:
+        """Give the place back; never raises (a slot Redis did not hear about lapses by itself)."""
+        if slot is None:
+            return
+        if slot.local:
+            await self.concurrency.give_back(slot)
+            return
+        self.slot_renewals.release(slot.member)
+        self._open.pop(slot.member, None)
+        try:
+            await self.call_redis("let_go", lambda: self.concurrency.give_back(slot))
+        except RedisUnavailable:
+            pass
+
+    async def _renew_slots(self, tenant: str, members: list[str]) -> None:
+        slots = [self._open[m] for m in members if m in self._open]
+        await self.call_redis("renew_open", lambda: self.concurrency.renew(slots))
 
     # -- admission --------------------------------------------------------------------------------
     async def admit(self, tenant: Tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,

@@ -11,7 +11,8 @@ def _ref(name: str) -> dict:
 
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _LIMITS = {"type": ["object", "null"], "properties": {"requests_per_minute": {"type": "integer", "minimum": 1},
-                                                       "tokens_per_minute": {"type": "integer", "minimum": 1}}}
+                                                       "tokens_per_minute": {"type": "integer", "minimum": 1},
+                                                       "max_concurrent_requests": {"type": "integer", "minimum": 1}}}
 _KEY_FIELDS = {
     "description": {"type": ["string", "null"], "maxLength": 256},
     "owner": {"type": ["string", "null"], "maxLength": 256},

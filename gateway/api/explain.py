@@ -22,6 +22,7 @@ async def route_dry_run(request: web.Request) -> web.Response:
     services = request[SERVICES]
     tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
                                             lambda: services.sinks.policy.authenticate(credentials(request)))
+    await services.sinks.policy.count_request(tenant, request[CTX].request_id)
     about, headers = await explain_route(services, tenant, body, request[CTX], sees_everything(request, services))
     return web.json_response(about, headers=headers)
 

@@ -238,6 +238,7 @@ async def usage(request: web.Request) -> web.Response:
     tenant = policy.authenticate(request.headers.get("Authorization"))
     if isinstance(policy, OpenPolicy):
         raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")
+    await policy.count_request(tenant, request[CTX].request_id)
     days = request.query.get("days", "7")
     if not days.isdigit() or not 1 <= int(days) <= 366:
         raise OpenAIError(400, "'days' must be an integer from 1 to 366", param="days", code="invalid_value")

@@ -13,7 +13,7 @@ from wire.errors import OpenAIError, bad_request
 
 from policies.redis_errors import REDIS_DOWN
 
-from ..core.body import read_body
+from ..core.body import body_deadline, read_body
 from ..core.context import CTX
 from ..core.services import SERVICES
 from .storage_quota import files_quota
@@ -28,8 +28,9 @@ BATCH_FIELDS = {"input_file_id", "endpoint", "completion_window", "metadata"}
 MAX_METADATA = (16, 64, 512)  # pairs, key length, value length (OpenAI's limits)
 
 
-def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
-    """The services, the calling tenant and the stores; a 404 where this gateway has no Batch API."""
+async def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
+    """The services, the calling tenant and the stores; a 404 where this gateway has no Batch API.
+    Every call is a request: the tenant's rate limits hold before anything is read or listed."""
     services = request[SERVICES]
     tenant = services.sinks.policy.authenticate(request.headers.get("Authorization"))
     if not services.config.batches.enabled:
@@ -37,6 +38,7 @@ def _open(request: web.Request) -> tuple[object, object, FileStore, BatchStore]:
                           code="not_found")
     if services.redis is None:
         raise OpenAIError(404, "the Batch API needs the gateway's Redis, which is not configured", code="not_found")
+    await services.sinks.policy.count_request(tenant, request[CTX].request_id)
     files, batches = stores(services)
     return services, tenant, files, batches
 
@@ -85,26 +87,26 @@ def _check_file(path, limits) -> None:
 
 @store_call
 async def upload_file(request: web.Request) -> web.Response:
-    services, tenant, files, _ = _open(request)
+    services, tenant, files, _ = await _open(request)
     limits, quota = services.config.batches, files_quota(services.config, tenant)
     if not request.content_type.startswith("multipart/"):
         raise bad_request("upload a file as multipart/form-data with fields 'purpose' and 'file'", code="invalid_request")
-    await services.sinks.policy.admit(tenant, request[CTX].request_id, 0, 0)  # an upload is a request: the rate limits hold
     room = await files.quota.room(tenant.name, quota)
     too_large = (_too_large(limits.max_file_bytes, "batches.max_file_bytes") if room >= limits.max_file_bytes
                  else _too_large(room, f"what is left of the tenant's {quota.bytes_field}: {quota.bytes}"))
     purpose, received = None, None
     try:
-        async for part in await request.multipart():
-            if part.name == "file" and received is None:
-                temp, size = await files.bodies.receive(tenant.name, part, min(room, limits.max_file_bytes),
-                                                        too_large)
-                received = (part.filename or "upload.jsonl", temp, size)
-            elif part.name == "purpose":
-                purpose = (await _read_part(part, 64)).decode("utf-8", "replace")
-            else:
-                raise bad_request(f"form field '{part.name}' is not supported (or given twice)", param=part.name,
-                                  code="unsupported_parameter")
+        async with body_deadline(request):
+            async for part in await request.multipart():
+                if part.name == "file" and received is None:
+                    temp, size = await files.bodies.receive(tenant.name, part, min(room, limits.max_file_bytes),
+                                                            too_large)
+                    received = (part.filename or "upload.jsonl", temp, size)
+                elif part.name == "purpose":
+                    purpose = (await _read_part(part, 64)).decode("utf-8", "replace")
+                else:
+                    raise bad_request(f"form field '{part.name}' is not supported (or given twice)",
+                                      param=part.name, code="unsupported_parameter")
         if purpose != PURPOSE_INPUT:
             raise bad_request("'purpose' must be 'batch': this gateway keeps files for the Batch API only",
                               param="purpose")
@@ -122,27 +124,27 @@ async def upload_file(request: web.Request) -> web.Response:
 
 @store_call
 async def list_files(request: web.Request) -> web.Response:
-    _, tenant, files, _ = _open(request)
+    _, tenant, files, _ = await _open(request)
     limit, after = _page_args(request, 10000, 10000)
     return web.json_response(await files.listing(tenant.name, limit, after, request.query.get("purpose")))
 
 
 @store_call
 async def get_file(request: web.Request) -> web.Response:
-    _, tenant, files, _ = _open(request)
+    _, tenant, files, _ = await _open(request)
     return web.json_response(await files.meta(tenant.name, request.match_info["file_id"]))
 
 
 @store_call
 async def file_content(request: web.Request) -> web.Response:
-    _, tenant, files, _ = _open(request)
+    _, tenant, files, _ = await _open(request)
     path = await files.body(tenant.name, request.match_info["file_id"])
     return web.FileResponse(path, headers={"Content-Type": "application/jsonl"})
 
 
 @store_call
 async def delete_file(request: web.Request) -> web.Response:
-    _, tenant, files, _ = _open(request)
+    _, tenant, files, _ = await _open(request)
     file_id = request.match_info["file_id"]
     await files.delete(tenant.name, file_id)
     return web.json_response({"id": file_id, "object": "file", "deleted": True})
@@ -170,7 +172,7 @@ def _window_s(window, most_h: int) -> int:
 
 @store_call
 async def create_batch(request: web.Request) -> web.Response:
-    services, tenant, files, batches = _open(request)
+    services, tenant, files, batches = await _open(request)
     limits = services.config.batches
     body = await read_body(request, services.config.limits.max_body_bytes)
     unknown = sorted(set(body) - BATCH_FIELDS)
@@ -183,15 +185,15 @@ async def create_batch(request: web.Request) -> web.Response:
         raise bad_request("'input_file_id' must be a file id", param="input_file_id")
     window_s = _window_s(body.get("completion_window"), limits.max_completion_window_h)
     metadata = _check_metadata(body.get("metadata"))
+    if await batches.count_active(tenant.name) >= limits.max_active_per_tenant:  # before the input is read
+        raise OpenAIError(429, f"tenant {tenant.name!r} has {limits.max_active_per_tenant} unfinished batches "
+                               "(batches.max_active_per_tenant); wait for one to end", code="too_many_batches")
     if (await files.meta(tenant.name, file_id))["purpose"] != PURPOSE_INPUT:
         raise bad_request(f"file '{file_id}' was not uploaded with purpose 'batch'", param="input_file_id")
     content = await files.content(tenant.name, file_id)
     lines = await asyncio.to_thread(read_lines, content, max_lines=limits.max_lines,
                                     max_line_bytes=limits.max_line_bytes)
     check_endpoint(lines, endpoint)
-    if await batches.count_active(tenant.name) >= limits.max_active_per_tenant:
-        raise OpenAIError(429, f"tenant {tenant.name!r} has {limits.max_active_per_tenant} unfinished batches "
-                               "(batches.max_active_per_tenant); wait for one to end", code="too_many_batches")
     now = int(time.time())
     meta = {"id": new_batch_id(), "endpoint": endpoint, "input_file_id": file_id,
             "completion_window": body["completion_window"], "created_at": now, "expires_at": now + window_s,
@@ -202,13 +204,13 @@ async def create_batch(request: web.Request) -> web.Response:
 
 @store_call
 async def get_batch(request: web.Request) -> web.Response:
-    _, tenant, _, batches = _open(request)
+    _, tenant, _, batches = await _open(request)
     return web.json_response(await batches.get(tenant.name, request.match_info["batch_id"]))
 
 
 @store_call
 async def list_batches(request: web.Request) -> web.Response:
-    _, tenant, _, batches = _open(request)
+    _, tenant, _, batches = await _open(request)
     limit, after = _page_args(request, 20, 100)
     return web.json_response(await batches.listing(tenant.name, limit, after))
 
@@ -217,7 +219,7 @@ async def list_batches(request: web.Request) -> web.Response:
 async def cancel_batch(request: web.Request) -> web.Response:
     """Stop dispatching; the runner waits for the lines in flight and then reports the batch
     `cancelled` with what finished."""
-    _, tenant, _, batches = _open(request)
+    _, tenant, _, batches = await _open(request)
     batch_id = request.match_info["batch_id"]
     batch = await batches.get(tenant.name, batch_id)
     if batch["status"] in ("validating", "in_progress"):

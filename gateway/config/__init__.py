@@ -102,6 +102,14 @@ class Limits:
                                   minimum=1024)
     default_max_tokens: int = setting(256, "max_tokens sent upstream (and admitted) when a request sets none.",
                                       minimum=1)
+    header_read_timeout_s: float = setting(10.0, "A connection whose first request's headers have not all "
+                                                 "arrived this long after it opened is closed (slowloris). Read "
+                                                 "at start.", above=0)
+    body_read_timeout_s: float = setting(60.0, "A request body not all received this long after the gateway "
+                                               "began reading it is a 408 (a file upload included).", above=0)
+    keepalive_timeout_s: float = setting(75.0, "An idle keep-alive connection is closed after this long; it "
+                                               "also bounds a later request's late headers. Read at start.",
+                                         above=0)
 
 
 @dataclass(frozen=True)

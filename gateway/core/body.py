@@ -5,11 +5,14 @@ at limit + 1 bytes however small the compressed body was. Callers authenticate f
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 from typing import Any, Callable
 
 from aiohttp import web
 
 from wire.errors import OpenAIError, parse_json_object
+
+from .services import SERVICES
 
 PARSE_INLINE_BYTES = 1 << 20  # larger bodies are parsed on a thread, so the event loop keeps serving
 # aiohttp inflates as much as the reader asks for at once (and buffers twice that): ask in pieces.
@@ -28,14 +31,30 @@ def refuse_declared_oversize(request: web.Request, limit: int) -> None:
 
 
 async def read_bytes(request: web.Request, limit: int) -> bytes:
-    """The body, or a 413 as soon as more than `limit` bytes (decompressed) have arrived."""
+    """The body, or a 413 as soon as more than `limit` bytes (decompressed) have arrived, or a
+    408 when it has not all arrived within limits.body_read_timeout_s."""
     refuse_declared_oversize(request, limit)
     data = bytearray()
-    while chunk := await request.content.read(min(READ_PIECE, limit + 1 - len(data))):
-        data += chunk
-        if len(data) > limit:
-            raise too_large(limit)
+    async with body_deadline(request):
+        while chunk := await request.content.read(min(READ_PIECE, limit + 1 - len(data))):
+            data += chunk
+            if len(data) > limit:
+                raise too_large(limit)
     return bytes(data)
+
+
+@asynccontextmanager
+async def body_deadline(request: web.Request):
+    """The body (or multipart form) read within it has limits.body_read_timeout_s to arrive: a
+    client sending it a byte at a time holds no connection longer than that."""
+    timeout_s = request[SERVICES].config.limits.body_read_timeout_s
+    try:
+        async with asyncio.timeout(timeout_s):
+            yield
+    except TimeoutError:
+        raise OpenAIError(408, f"the request body did not arrive within {timeout_s:g} s "
+                               "(limits.body_read_timeout_s)", code="request_timeout",
+                          headers={"Connection": "close"}) from None
 
 
 async def read_body(request: web.Request, limit: int) -> dict:

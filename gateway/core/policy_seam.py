@@ -30,6 +30,12 @@ class PolicyService(Protocol):
 
     def decide(self, tenant, request: RouteRequest, tiers: list) -> Decision: ...
 
+    async def count_request(self, tenant, request_id: str) -> None: ...
+
+    async def hold(self, tenant) -> Any: ...
+
+    async def let_go(self, slot) -> None: ...
+
     async def admit(self, tenant, request_id: str, estimated_prompt_tokens: int, max_tokens: int, *,
                     n: int = 1, answers: int = 1, attempts: int = 1, tiers=(),
                     client_request_id: str | None = None, tags: tuple[str, ...] = ()) -> Any: ...
@@ -63,6 +69,15 @@ class OpenPolicy:
         if tiers is not self._seen:  # a new config: sort its tiers once, cheapest first
             self._seen, self._ordered = tiers, sorted(tiers, key=lambda t: t.level)
         return decide_route(self._NO_RULES, request, self._ordered)
+
+    async def count_request(self, tenant, request_id: str) -> None:
+        return None
+
+    async def hold(self, tenant) -> None:
+        return None
+
+    async def let_go(self, slot) -> None:
+        return None
 
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, *, n=1, answers=1, attempts=1,
                     tiers=(), client_request_id=None, tags=()):

@@ -42,7 +42,7 @@ def parser_error(exc: BaseException | None) -> OpenAIError:
     return OpenAIError(400, "malformed HTTP request", code="bad_http_request")
 
 
-class _JsonErrorHandler(RequestHandler):
+class JsonErrorHandler(RequestHandler):
     __slots__ = ()
 
     def handle_error(self, request, status: int = 500, exc: BaseException | None = None,
@@ -63,21 +63,28 @@ class _JsonErrorHandler(RequestHandler):
 
 
 class _JsonErrorServer(web.Server):
+    handler_class = JsonErrorHandler  # read_timeouts.py's subclass when the runner sets deadlines
+
     def __call__(self) -> RequestHandler:
         handler = super().__call__()
-        handler.__class__ = _JsonErrorHandler  # same slots; only handle_error differs
+        handler.__class__ = self.handler_class  # same slots; only behaviour differs
         return handler
 
 
 class GatewayRunner(web.AppRunner):
     """web.AppRunner whose connections answer parser-level rejections as OpenAI JSON errors."""
 
-    __slots__ = ()
+    __slots__ = ("_handler_class", "_header_timeout_s")
 
-    def __init__(self, app: web.Application, **kwargs):
+    def __init__(self, app: web.Application, handler_class: type[JsonErrorHandler] = JsonErrorHandler,
+                 header_timeout_s: float = 0.0, **kwargs):
+        """`handler_class`, `header_timeout_s`: read_timeouts.py's header deadline, when set."""
         super().__init__(app, **{**PARSER_LIMITS, **kwargs})
+        self._handler_class, self._header_timeout_s = handler_class, header_timeout_s
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         server.__class__ = _JsonErrorServer
+        server.handler_class, server.header_timeout_s, server.header_timers = \
+            self._handler_class, self._header_timeout_s, {}
         return server

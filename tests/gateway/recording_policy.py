@@ -34,6 +34,15 @@ class RecordingPolicy:
         cap = Step(StepKind.LIMITS, {"max_tokens_cap": self.cap, "priority": "batch"})
         return replace(base, steps=base.steps + (cap,), max_tokens_cap=self.cap, priority="batch")
 
+    async def count_request(self, tenant, request_id):
+        return None  # only generations count against its request cap
+
+    async def hold(self, tenant):
+        return None  # no limit on open requests
+
+    async def let_go(self, slot):
+        return None
+
     async def admit(self, tenant, request_id, estimated_prompt_tokens, max_tokens, **kwargs):
         if self.admitted >= self.max_requests:
             raise OpenAIError(429, "rate limit reached", code="rate_limit_exceeded", headers={"Retry-After": "7"})

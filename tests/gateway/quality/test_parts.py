@@ -125,6 +125,15 @@ async def test_quality_endpoint_needs_the_admin_key_with_policies(fakes, gateway
         def decide(self, *args):
             return self._open.decide(*args)
 
+        async def count_request(self, tenant, request_id):
+            return None
+
+        async def hold(self, tenant):
+            return None
+
+        async def let_go(self, slot):
+            return None
+
         async def admit(self, *args, **kwargs):
             return None
 
