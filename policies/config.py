@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from policies.costs import usd_to_micro
+from policies.periods import PERIODS, WEEKDAYS
 from typedconfig import MISSING, Fields, parse_section, setting
 from typedconfig.sections import reject_moved
 
@@ -141,9 +143,14 @@ def _budget_pair(f: Fields) -> tuple[int | None, int | None]:
 
 def _budgets(f: Fields, key: str) -> "Budgets":
     b = f.child(key)
-    day, month = _budget_pair(b.child("daily_usd")), _budget_pair(b.child("monthly_usd"))
+    day, week, month = (_budget_pair(b.child(f"{period}_usd")) for period in PERIODS)
     b.finish()
-    return Budgets(day[0], day[1], month[0], month[1])
+    return Budgets(day[0], day[1], month[0], month[1], week[0], week[1])
+
+
+def parse_budgets(raw: Any, source: str) -> "Budgets":
+    """A `budgets` mapping read alone (an admin API body's), errors naming `budgets.<field>`."""
+    return _budgets(Fields({"budgets": raw}, "", source), "budgets")
 
 
 @dataclass(frozen=True)
@@ -153,10 +160,24 @@ class Budgets:
     daily_hard: int | None = None
     monthly_soft: int | None = None
     monthly_hard: int | None = None
+    weekly_soft: int | None = None
+    weekly_hard: int | None = None
+
+    def amount(self, period: str, kind: str) -> int | None:
+        """`period`: daily | weekly | monthly; `kind`: soft | hard."""
+        return getattr(self, f"{period}_{kind}")
 
     @property
     def hard(self) -> bool:
-        return self.daily_hard is not None or self.monthly_hard is not None
+        return any(self.amount(p, "hard") is not None for p in PERIODS)
+
+    @property
+    def any(self) -> bool:
+        return self.hard or any(self.amount(p, "soft") is not None for p in PERIODS)
+
+
+BUDGETS_DOC = ("{daily_usd, weekly_usd, monthly_usd: {soft, hard}} in USD; periods begin at midnight in "
+               "policy.timezone, weeks on policy.week_start.")
 
 
 @dataclass(frozen=True)
@@ -187,9 +208,8 @@ class TenantPolicy:
     pinned_routes: dict[str, str] = setting(doc="alias -> tier: the alias always maps to that tier (no bias, "
                                                 "clamp or budget downgrade).", factory=dict)
     rate_limits: RateLimits = setting(RateLimits(), "Limits per tenant (a key may add its own).")
-    budgets: Budgets = setting(Budgets(), "{daily_usd: {soft, hard}, monthly_usd: {soft, hard}} in USD; a "
-                                          "spent hard budget refuses with 429, a soft one downgrades.",
-                               parse=_budgets, shown_as="mapping")
+    budgets: Budgets = setting(Budgets(), BUDGETS_DOC + " A spent hard budget refuses with 429, a soft one "
+                                                        "downgrades.", parse=_budgets, shown_as="mapping")
     soft_budget_action: str = setting("downgrade", "Past a soft budget: downgrade (one allowed tier cheaper) "
                                                    "or none.", choices=SOFT_BUDGET_ACTIONS)
     allowed_tags: tuple[str, ...] | None = setting(None, "Tags this tenant's requests may carry for spend by tag "
@@ -215,6 +235,8 @@ class ApiKey:
     sha256: str = setting(doc="SHA-256 hex of the key (`python -m policies hash-key KEY`); the key itself "
                               "is never stored.", parse=lambda f, key: _sha256(f, key, MISSING))
     rate_limits: RateLimits = setting(RateLimits(), "Limits of this key alone, on top of the tenant's.")
+    budgets: Budgets = setting(Budgets(), "This key's own budgets, on top of the tenant's (both must have room): "
+                                          + BUDGETS_DOC, parse=_budgets, shown_as="mapping")
 
 
 ADMIN_SCOPES = ("read", "write")
@@ -327,6 +349,8 @@ class PoliciesConfig:
     timezone: str = setting("UTC", "IANA time zone in which budget and usage days and months begin (e.g. "
                                    "Europe/Paris: at local midnight). Changing it starts new periods at once "
                                    "(their spend counts from 0).", parse=_zone)
+    week_start: str = setting("monday", "The day weekly budgets begin, at midnight in timezone. Changing it "
+                                        "starts a new week at once (its spend counts from 0).", choices=WEEKDAYS)
     key_sync_interval_s: float = setting(1.0, "How often each replica compares its copy of the API-managed "
                                               "tenants and keys with Redis's version, besides the pub/sub "
                                               "notice of each change (the upper bound of propagation while "
@@ -340,10 +364,14 @@ class PoliciesConfig:
                                      minimum=60)
     usage_log: UsageLogSettings = setting(UsageLogSettings(), "The append-only usage log, the ledger's source "
                                                               "of truth for rebuild-ledger.")
-    alerts: AlertSettings = setting(AlertSettings(), "Budget alerts: each threshold of each tenant budget "
+    alerts: AlertSettings = setting(AlertSettings(), "Budget alerts: each threshold of each tenant and key budget "
                                                      "alerts once per period, across replicas.", parse=_alerts)
     source: str = setting("<config>", internal=True)
     defaults_raw: dict = setting(factory=dict, internal=True)  # `defaults` as written: API tenants merge over it
+
+    @property
+    def week_start_index(self) -> int:
+        return WEEKDAYS.index(self.week_start)
 
     @property
     def keyed(self) -> bool:

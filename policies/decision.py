@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 from wire.capabilities import CONTEXT, Capabilities, Needs
 from wire.errors import OpenAIError
 
-from policies.config import TenantPolicy
+from policies.config import Budgets, TenantPolicy
+from policies.periods import PERIODS
 from policies.costs import micro_to_usd
 from policies.decision_types import AUTO, Decision, RoutedBy, RouteRequest, Signal, Step, StepKind
 
@@ -32,9 +33,18 @@ PREFERENCE_SWING = 0.4  # quality_preference +1 lowers every threshold by 0.4 (g
 
 @dataclass(frozen=True)
 class UsageSnapshot:
-    """Spend so far in the current UTC day and month, micro-dollars (what soft budgets compare to)."""
+    """Spend so far in the current day, week and month, micro-dollars (what soft budgets compare to),
+    and the authenticating key's own budgets and spend when it has budgets."""
     day_spend_micro: int = 0
     month_spend_micro: int = 0
+    week_spend_micro: int = 0
+    key_budgets: Budgets | None = None
+    key_spend: Any = None  # policies.store.Spend of the key, with key_budgets
+
+
+def _spent(usage: UsageSnapshot, period: str) -> int:
+    return {"daily": usage.day_spend_micro, "weekly": usage.week_spend_micro,
+            "monthly": usage.month_spend_micro}[period]
 
 
 def _attr(tier: Any, name: str) -> Any:
@@ -102,11 +112,14 @@ def _explicit_index(requested: str, t: "_Tiers") -> int | None:
 
 
 def _soft_budget(policy: TenantPolicy, usage: UsageSnapshot) -> str | None:
-    b = policy.budgets
-    if b.daily_soft is not None and usage.day_spend_micro >= b.daily_soft:
-        return f"daily soft budget {micro_to_usd(b.daily_soft):.2f} USD reached"
-    if b.monthly_soft is not None and usage.month_spend_micro >= b.monthly_soft:
-        return f"monthly soft budget {micro_to_usd(b.monthly_soft):.2f} USD reached"
+    owners = [("", policy.budgets, lambda p: _spent(usage, p))]
+    if usage.key_budgets is not None:
+        owners.append(("key's ", usage.key_budgets, usage.key_spend.of))
+    for whose, budgets, spent in owners:
+        for period in PERIODS:
+            soft = budgets.amount(period, "soft")
+            if soft is not None and spent(period) >= soft:
+                return f"{whose}{period} soft budget {micro_to_usd(soft):.2f} USD reached"
     return None
 
 

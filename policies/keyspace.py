@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from policies.periods import PERIODS, Periods
+
 DAY_TTL_S = 400 * 86400     # per-day spend and usage stay queryable for a bit over a year
+WEEK_TTL_S = 400 * 86400
 MONTH_TTL_S = 800 * 86400
 
 
@@ -27,10 +30,21 @@ class KeySpace:
         return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}tpm"
 
     def spend_day(self, tenant: str, day: str) -> str:
-        return f"{self._base(tenant)}:spend:d:{day}"
+        return self.spend_of(tenant, "daily", day)
+
+    def spend_week(self, tenant: str, week: str) -> str:
+        return self.spend_of(tenant, "weekly", week)
 
     def spend_month(self, tenant: str, month: str) -> str:
-        return f"{self._base(tenant)}:spend:m:{month}"
+        return self.spend_of(tenant, "monthly", month)
+
+    def spend_of(self, tenant: str, period: str, label: str, key_id: str | None = None) -> str:
+        """Settled spend of one period (`daily`, `weekly`, `monthly`) of the tenant, or of one key's own."""
+        return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}spend:{period[0]}:{label}"
+
+    def spend(self, tenant: str, periods: Periods, key_id: str | None = None) -> list[str]:
+        """The tenant's (or with `key_id`, that key's own) spend of the day, week and month."""
+        return [self.spend_of(tenant, p, periods.label(p), key_id) for p in PERIODS]
 
     def usage_day(self, tenant: str, day: str) -> str:
         return f"{self._base(tenant)}:usage:{day}"
@@ -39,13 +53,14 @@ class KeySpace:
         """Hash: requests, tokens and cost of the day by tag (`<tag>:<metric>`)."""
         return f"{self._base(tenant)}:usage:tags:{day}"
 
-    def reservations(self, tenant: str) -> str:
-        """Sorted set: live reservation ids of admitted requests, scored by their expiry (ms)."""
-        return f"{self._base(tenant)}:reserved:expiry"
+    def reservations(self, tenant: str, key_id: str | None = None) -> str:
+        """Sorted set: live reservation ids of admitted requests (of the tenant, or of one key with
+        budgets of its own), scored by their expiry (ms)."""
+        return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}reserved:expiry"
 
-    def reserved_amounts(self, tenant: str) -> str:
+    def reserved_amounts(self, tenant: str, key_id: str | None = None) -> str:
         """Hash: each live reservation's worst-case cost (micro-USD), and their sum under '#total'."""
-        return f"{self._base(tenant)}:reserved:amount"
+        return f"{self._base(tenant)}:{'key:' + key_id + ':' if key_id else ''}reserved:amount"
 
     def admitted(self, tenant: str, member: str) -> str:
         """Marks one admission for as long as its call may be resent: run again, it is not charged twice."""

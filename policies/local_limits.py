@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from policies.config import RateLimits
-from policies.store import ADMITTED, OVER_BUDGET, RATE_LIMITED, AdmitResult
+from policies.periods import PERIODS
+from policies.store import ADMITTED, OVER_BUDGET, RATE_LIMITED, AdmitResult, Spend, key_budgets_of
 
 WINDOW_S = 60.0
 
@@ -36,7 +37,7 @@ class _Bucket:
 class LocalLimits:
     clock: Callable[[], float] = time.monotonic
     _buckets: dict[tuple[str, str, str], _Bucket] = field(default_factory=dict)
-    _held: dict[str, dict[str, int]] = field(default_factory=dict)  # tenant -> reservation id -> micro-USD
+    _held: dict[tuple[str, str | None], dict[str, int]] = field(default_factory=dict)  # (tenant, key) -> id -> µUSD
 
     def _bucket(self, owner: tuple[str, str], kind: str, limit: int, now: float) -> _Bucket:
         bucket = self._buckets.get((*owner, kind))
@@ -45,33 +46,40 @@ class LocalLimits:
         return bucket
 
     def admit(self, tenant, limits: tuple[RateLimits, RateLimits], request_id: str, charge_tokens: int,
-              cost_micro: int, spent: tuple[int, int]) -> AdmitResult:
-        """admit.lua's rules on this replica's memory; `spent` is the last (day, month) spend seen."""
-        day, month = spent
-        held = self._held.setdefault(tenant.name, {})
-        reserved = sum(held.values())
-        budgets = tenant.policy.budgets
-        for what, amount, hard in (("daily", day, budgets.daily_hard), ("monthly", month, budgets.monthly_hard)):
-            if hard is not None and (amount >= hard or amount + reserved + cost_micro > hard):
-                return AdmitResult(OVER_BUDGET, 0 if amount + cost_micro > hard else 1000, day, month, what)
+              cost_micro: int, spent: tuple[Spend, Spend]) -> AdmitResult:
+        """admit.lua's rules on this replica's memory; `spent`: the last spend seen of the tenant and
+        of its key."""
+        mine, key_spend = spent
+        owners = (((tenant.name, None), tenant.policy.budgets, mine, ""),
+                  ((tenant.name, tenant.key_id), key_budgets_of(tenant), key_spend, "key_"))
+
+        def result(status: int, wait: int, what: str) -> AdmitResult:
+            return AdmitResult(status, wait, mine.daily, mine.monthly, what, mine.weekly, key_spend)
+
+        for owner, budgets, spend, whose in owners:
+            reserved = sum(self._held.get(owner, {}).values())
+            for period in PERIODS:
+                hard, amount = budgets.amount(period, "hard"), spend.of(period)
+                if hard is not None and (amount >= hard or amount + reserved + cost_micro > hard):
+                    return result(OVER_BUDGET, 0 if amount + cost_micro > hard else 1000, whose + period)
         now = self.clock()
-        owners = ((tenant.name, "-"), (tenant.name, tenant.key_id or "-"))
         wanted = []
-        for (name, own), rate in zip(owners, limits):
+        for (name, own), rate in zip(((tenant.name, "-"), (tenant.name, tenant.key_id or "-")), limits):
             for kind, limit, need in (("requests_per_minute", rate.requests_per_minute, 1),
                                       ("tokens_per_minute", rate.tokens_per_minute, charge_tokens)):
                 if limit:
                     bucket = self._bucket((name, own), kind, limit, now)
                     wait = bucket.wait_ms(now, need)
                     if wait:
-                        return AdmitResult(RATE_LIMITED, wait, day, month,
-                                           f"{'tenant' if own == '-' else 'key'}_{kind}")
+                        return result(RATE_LIMITED, wait, f"{'tenant' if own == '-' else 'key'}_{kind}")
                     wanted.append((bucket, need))
         for bucket, need in wanted:
             bucket.take(now, need)
-        if budgets.hard and cost_micro:
-            held[request_id] = cost_micro
-        return AdmitResult(ADMITTED, 0, day, month, "")
+        for owner, budgets, _, _ in owners:
+            if budgets.hard and cost_micro:
+                self._held.setdefault(owner, {})[request_id] = cost_micro
+        return result(ADMITTED, 0, "")
 
-    def release(self, tenant_name: str, request_id: str) -> None:
-        self._held.get(tenant_name, {}).pop(request_id, None)
+    def release(self, tenant_name: str, key_id: str | None, request_id: str) -> None:
+        for owner in ((tenant_name, None), (tenant_name, key_id)):
+            self._held.get(owner, {}).pop(request_id, None)

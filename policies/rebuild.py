@@ -5,7 +5,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from policies.store import PolicyStore
-from policies.usage_log import UsageRecord, read_records
+from policies.periods import PERIODS
+from policies.usage_log import UsageRecord, read_records, record_periods
 
 
 @dataclass
@@ -14,12 +15,16 @@ class LedgerTotals:
     month_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     day_usage: dict[tuple[str, str], dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     day_tags: dict[tuple[str, str], dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
+    week_spend: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    # (tenant, key id, period, label) -> the key's own spend (daily, weekly and monthly)
+    key_spend: dict[tuple[str, str, str, str], int] = field(default_factory=lambda: defaultdict(int))
     requests: int = 0
     duplicates: int = 0
 
 
 def totals_from_records(records: list[UsageRecord]) -> LedgerTotals:
-    """Sum per tenant and UTC day/month; a request id seen twice (logged by two replicas) counts once."""
+    """Sum per tenant (and key) and the day, week and month each record was booked under; a request id
+    seen twice (logged by two replicas) counts once."""
     totals, seen = LedgerTotals(), set()
     for r in records:
         if (r.tenant, r.request_id) in seen:
@@ -29,6 +34,11 @@ def totals_from_records(records: list[UsageRecord]) -> LedgerTotals:
         totals.requests += 1
         totals.day_spend[(r.tenant, r.day)] += r.cost_micro
         totals.month_spend[(r.tenant, r.month)] += r.cost_micro
+        periods = record_periods(r)
+        totals.week_spend[(r.tenant, periods.week)] += r.cost_micro
+        if r.key_id:
+            for period in PERIODS:
+                totals.key_spend[(r.tenant, r.key_id, period, periods.label(period))] += r.cost_micro
         for name, usage in ((r.tier, totals.day_usage[(r.tenant, r.day)]),
                             *((tag, totals.day_tags[(r.tenant, r.day)]) for tag in r.tags)):
             usage[f"{name}:requests"] += 1
@@ -49,6 +59,11 @@ async def rebuild_ledger(store: PolicyStore, paths: list[str]) -> dict:
                                    dict(totals.day_tags.get((tenant, day), {})))
     for (tenant, month), spend in totals.month_spend.items():
         await store.replace_ledger(tenant, None, month, spend)
+    for (tenant, week), spend in totals.week_spend.items():
+        await store.replace_spend(tenant, None, "weekly", week, spend)
+    for (tenant, key_id, period, label), spend in totals.key_spend.items():
+        await store.replace_spend(tenant, key_id, period, label, spend)
     return {"files": len(paths), "requests": totals.requests, "duplicates_skipped": totals.duplicates,
-            "tenant_days": len(totals.day_spend), "tenant_months": len(totals.month_spend),
+            "tenant_days": len(totals.day_spend), "tenant_weeks": len(totals.week_spend),
+            "tenant_months": len(totals.month_spend), "key_periods": len(totals.key_spend),
             "spend_micro_usd": sum(totals.day_spend.values())}

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
-Renew = Callable[[str, list[str]], Awaitable[Any]]  # (tenant, reservation ids): one Redis call
+Renew = Callable[[Any, list[str]], Awaitable[Any]]  # (the admission's tenant, reservation ids): one Redis call
 
 
 class Renewals:
@@ -40,14 +40,15 @@ class Renewals:
     async def _run(self) -> None:
         while self._live:
             await asyncio.sleep(self.interval_s)
-            by_tenant: dict[str, list[str]] = {}
+            by_owner: dict[tuple[str, str | None], tuple[Any, list[str]]] = {}  # a key may hold its own too
             for reservation_id, admission in list(self._live.items()):
-                by_tenant.setdefault(admission.tenant.name, []).append(reservation_id)
-            for tenant, ids in by_tenant.items():
+                tenant = admission.tenant
+                by_owner.setdefault((tenant.name, tenant.key_id), (tenant, []))[1].append(reservation_id)
+            for tenant, ids in by_owner.values():
                 try:
                     await self.renew(tenant, ids)
                 except Exception as exc:  # Redis away: renewed at the next tick, or they expire
-                    log.warning("could not renew %d reservation(s) of tenant %s: %s", len(ids), tenant, exc)
+                    log.warning("could not renew %d reservation(s) of tenant %s: %s", len(ids), tenant.name, exc)
 
     def close(self) -> None:
         if self._task is not None and not self._task.done():

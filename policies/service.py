@@ -26,7 +26,9 @@ from policies.registry.admin import RegistryAdmin
 from policies.registry.cache import RegistryCache, registry_cache
 from policies.local_limits import LocalLimits
 from policies.concurrency import LEASE_S, ConcurrencyLimits, Slot
-from policies.store import ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, limits_of
+from policies.periods import PERIODS, Periods, next_reset, periods_at
+from policies.store import (ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, Spend, holds_budget,
+                            key_budgets_of, limits_of)
 from policies.renewal import Renewals
 from policies.replica import ReplicaState, replica_state
 from policies.usage_log import UsageLog, UsageRecord
@@ -64,18 +66,9 @@ class RedisFull(RedisUnavailable):
     """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""
 
 
-def next_reset(now: datetime, what: str) -> datetime:
-    """When the `daily` or `monthly` budget period after `now` begins: midnight in `now`'s time zone
-    (policy.timezone), as a UTC instant."""
-    if what == "monthly":
-        local = (now.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    else:
-        local = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-    return local.astimezone(timezone.utc)  # across a DST change, wall-clock differences would be an hour off
-
-
-def _seconds_until(now: datetime, what: str) -> int:
-    return max(1, math.ceil((next_reset(now, what) - now.astimezone(timezone.utc)).total_seconds()))
+def _seconds_until(now: datetime, what: str, week_start: int) -> int:
+    period = what.removeprefix("key_")
+    return max(1, math.ceil((next_reset(now, period, week_start) - now.astimezone(timezone.utc)).total_seconds()))
 
 
 class PolicyService:
@@ -102,7 +95,8 @@ class PolicyService:
         self.keyring = KeyRing(config, tier_names, registry)
         self.admin = RegistryAdmin(registry, config, tier_names, lambda: self.replica.audit_log) \
             if registry is not None else None
-        self._snapshots: dict[str, tuple[str, str, UsageSnapshot]] = {}
+        self.week_start = config.week_start_index
+        self._spent: dict[tuple[str, str | None], tuple[Periods, Spend]] = {}  # (tenant, key) -> last seen
         self._member_seq = 0
         self.local = LocalLimits()  # the limits this replica applies alone while Redis is away
         self.renewals = Renewals(self._renew, access.reservation_ttl_s)
@@ -126,23 +120,32 @@ class PolicyService:
     def decide(self, tenant: Tenant, request: RouteRequest, tiers: Sequence[Any]) -> Decision:
         if tiers is not self._tiers_seen:   # the gateway reloaded its config: new prices (sorted once)
             self.update_tiers(tiers)
-        return decide_route(tenant.policy, request, self._ordered, self.snapshot(tenant.name))
+        usage = self.snapshot(tenant.name)
+        key_budgets = key_budgets_of(tenant)
+        if key_budgets.any:
+            usage = replace(usage, key_budgets=key_budgets, key_spend=self.spent(tenant.name, tenant.key_id))
+        return decide_route(tenant.policy, request, self._ordered, usage)
 
     def snapshot(self, tenant: str) -> UsageSnapshot:
         """Spend as of this replica's last admit/settle for the tenant (soft budgets read this)."""
-        day, month = self._day_month()
-        cached = self._snapshots.get(tenant)
-        if cached is None or cached[1] != month:
-            return UsageSnapshot()
-        snap = cached[2]
-        return snap if cached[0] == day else UsageSnapshot(0, snap.month_spend_micro)
+        spent = self.spent(tenant)
+        return UsageSnapshot(spent.daily, spent.monthly, spent.weekly)
 
-    def _remember(self, tenant: str, day: str, month: str, day_spend: int, month_spend: int) -> None:
-        self._snapshots[tenant] = (day, month, UsageSnapshot(day_spend, month_spend))
+    def spent(self, tenant: str, key_id: str | None = None) -> Spend:
+        """The tenant's (or its key's own) spend of the current periods as this replica last saw it;
+        a period that has ended since counts from 0."""
+        now = self._periods()
+        seen = self._spent.get((tenant, key_id))
+        if seen is None:
+            return Spend()
+        then, spend = seen
+        return Spend(*(spend.of(p) if then.label(p) == now.label(p) else 0 for p in PERIODS))
 
-    def _day_month(self) -> tuple[str, str]:
-        now = self.clock()
-        return now.strftime("%Y-%m-%d"), now.strftime("%Y-%m")
+    def _remember(self, tenant: str, key_id: str | None, periods: Periods, spend: Spend) -> None:
+        self._spent[(tenant, key_id)] = (periods, spend)
+
+    def _periods(self) -> Periods:
+        return periods_at(self.clock(), self.week_start)
 
     # -- Redis with a fail mode ------------------------------------------------------------------
     async def call_redis(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
@@ -217,7 +220,7 @@ class PolicyService:
         except RedisUnavailable:
             pass
 
-    async def _renew_slots(self, tenant: str, members: list[str]) -> None:
+    async def _renew_slots(self, tenant: Tenant, members: list[str]) -> None:
         slots = [self._open[m] for m in members if m in self._open]
         await self.call_redis("renew_open", lambda: self.concurrency.renew(slots))
 
@@ -233,7 +236,7 @@ class PolicyService:
         `estimated_prompt_tokens`. `request_id` must be the server's own: it names the
         reservation, which is renewed while the request runs (renewal.py) and released by its
         settle."""
-        day, month = self._day_month()
+        periods = self._periods()
         self._member_seq += 1
         member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
         prompt, completion = max(0, int(estimated_prompt_tokens)), max(0, int(n)) * max(0, int(max_tokens))
@@ -245,30 +248,32 @@ class PolicyService:
         admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id,
                               self._allowed_tags(tenant, tags))
         try:
-            result = await self.call_redis("admit", lambda: self.store.admit(tenant, member, charge, day, month,
+            result = await self.call_redis("admit", lambda: self.store.admit(tenant, member, charge, periods,
                                                                          reservation))
         except RedisUnavailable as unavailable:
             if self.config.on_redis_error == "closed" or isinstance(unavailable, RedisFull):
                 metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
                 raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
                                   code="service_unavailable", headers={"Retry-After": "1"}) from None
-            snap = self.snapshot(tenant.name)
             result = self.local.admit(tenant, limits_of(tenant), request_id, charge, reservation.cost_micro,
-                                      (snap.day_spend_micro, snap.month_spend_micro))
+                                      (self.spent(tenant.name), self.spent(tenant.name, tenant.key_id)))
             metrics.REDIS_UNAVAILABLE.labels("admit", "local_limits").inc()
             if result.status != ADMITTED:
                 raise self._refusal(tenant, result) from None
             # nothing was charged in Redis: a settle that reaches it charges the real usage in full
             return replace(admission, limited=False, charged_tokens=0)
-        self._remember(tenant.name, day, month, result.day_spend_micro, result.month_spend_micro)
+        self._remember(tenant.name, None, periods, result.tenant_spend)
+        if tenant.key_id:
+            self._remember(tenant.name, tenant.key_id, periods, result.key_spend)
         if result.status != ADMITTED:
             raise self._refusal(tenant, result)
-        if tenant.policy.budgets.hard and reservation.cost_micro > 0:
+        if holds_budget(tenant) and reservation.cost_micro > 0:
             self.renewals.hold(request_id, admission)
         return admission
 
-    async def _renew(self, tenant: str, reservation_ids: list[str]) -> None:
-        await self.call_redis("renew", lambda: self.store.renew(tenant, reservation_ids,
+    async def _renew(self, tenant: Tenant, reservation_ids: list[str]) -> None:
+        key_id = tenant.key_id if key_budgets_of(tenant).hard else None
+        await self.call_redis("renew", lambda: self.store.renew(tenant.name, key_id, reservation_ids,
                                                                 int(self.access.reservation_ttl_s * 1000)))
 
     @staticmethod
@@ -289,14 +294,17 @@ class PolicyService:
     def _refusal(self, tenant: Tenant, result: AdmitResult) -> OpenAIError:
         if result.status == OVER_BUDGET:
             metrics.REJECTIONS.labels(tenant.name, "budget_exceeded").inc()
+            whose = f"key {tenant.key_id!r} of tenant {tenant.name!r}" if result.what.startswith("key_") \
+                else f"tenant {tenant.name!r}"
             if result.retry_after_ms:  # settled spend is under the budget; requests in flight hold the rest
-                return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} would be crossed: "
+                return OpenAIError(429, f"{result.what} hard budget of {whose} would be crossed: "
                                         "requests in flight hold the rest of it", code="budget_exceeded",
                                    headers={"Retry-After": str(max(1, math.ceil(result.retry_after_ms / 1000)))})
-            return OpenAIError(429, f"{result.what} hard budget of tenant {tenant.name!r} is spent or too small "
+            return OpenAIError(429, f"{result.what} hard budget of {whose} is spent or too small "
                                     "for this request's worst case (prompt + n x max_tokens)",
                                code="budget_exceeded",
-                               headers={"Retry-After": str(_seconds_until(self.clock(), result.what))})
+                               headers={"Retry-After": str(_seconds_until(self.clock(), result.what,
+                                                                          self.week_start))})
         metrics.REJECTIONS.labels(tenant.name, "rate_limit_exceeded").inc()
         retry_s = max(1, math.ceil(result.retry_after_ms / 1000))
         return OpenAIError(429, f"rate limit reached ({result.what}) for tenant {tenant.name!r}; "
@@ -312,7 +320,7 @@ class PolicyService:
         `price`: what these tokens cost instead of the tier's (an answer served from the cache);
         `cascade`: what the request's cascade came to (`outcome:reason`), for the usage log."""
         tenant = admission.tenant
-        self.local.release(tenant.name, admission.request_id)
+        self.local.release(tenant.name, tenant.key_id, admission.request_id)
         self.renewals.release(admission.request_id)
         if not self.replica.first_settle(tenant.name, request_id):
             metrics.DUPLICATE_SETTLES.inc()
@@ -323,16 +331,16 @@ class PolicyService:
         price = price or self._prices.get(tier_name)
         if price is None and served:
             raise ValueError(f"settle: unknown tier {tier_name!r}")
-        day, month = self._day_month()
+        periods = self._periods()
         record = UsageRecord(
             ts=round(time.time(), 3), request_id=request_id, tenant=tenant.name, key_id=tenant.key_id,
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),
             cost_micro=request_cost_micro(price, int(prompt_tokens), int(completion_tokens)) if served else 0,
-            day=day, month=month, ledger="redis", client_request_id=admission.client_request_id,
+            day=periods.day, month=periods.month, week=periods.week, ledger="redis", client_request_id=admission.client_request_id,
             usage_source=usage_source, tags=admission.tags, cascade=cascade)
         token = os.urandom(8).hex()  # identifies this settle if redis-py retries it after a lost reply
         try:
-            counted, day_spend, month_spend = await self.call_redis(
+            settled = await self.call_redis(
                 "settle", lambda: self.store.settle(tenant, record, admission.charged_tokens, token,
                                                     admission.request_id))
         except RedisUnavailable:
@@ -342,25 +350,29 @@ class PolicyService:
             metrics.REDIS_UNAVAILABLE.labels("settle", "ledger_unconfirmed").inc()
             self.usage_log.append(UsageRecord(**{**record.__dict__, "ledger": "unconfirmed"}))
             self.replica.queue_pending(tenant, record, token)
-            snap = self.snapshot(tenant.name)  # local budgets see this spend until Redis is back
-            self._remember(tenant.name, day, month, snap.day_spend_micro + record.cost_micro,
-                           snap.month_spend_micro + record.cost_micro)
+            for key_id in (None, tenant.key_id) if tenant.key_id else (None,):
+                # local budgets see this spend until Redis is back
+                seen = self.spent(tenant.name, key_id)
+                self._remember(tenant.name, key_id, periods, Spend(*(seen.of(p) + record.cost_micro for p in PERIODS)))
             return
-        self._remember(tenant.name, day, month, day_spend, month_spend)
-        if not counted:
+        self._remember(tenant.name, None, periods, settled.tenant)
+        if tenant.key_id:
+            self._remember(tenant.name, tenant.key_id, periods, settled.key)
+        if not settled.counted:
             metrics.DUPLICATE_SETTLES.inc()
             return
         if served:
             self.usage_log.append(record)
             for tag in record.tags:
                 metrics.TAG_SPEND.labels(tenant.name, tag).inc(micro_to_usd(record.cost_micro))
-            await self._alert(tenant, {"daily": (day, day_spend), "monthly": (month, month_spend)})
+            await self._alert(tenant, periods, settled)
         if self.replica.pending:
             await self.replay_pending()
 
-    async def _alert(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> None:
-        """Budget thresholds this settle's spend reached alert once (policies/alerts/); never fails the settle."""
-        found = self.alerts.unasked(tenant, periods) if self.alerts is not None else ()
+    async def _alert(self, tenant: Tenant, periods: Periods, settled: Any) -> None:
+        """Budget thresholds this settle's spend (the tenant's and its key's) reached alert once
+        (policies/alerts/); never fails the settle."""
+        found = self.alerts.unasked(tenant, periods, settled.tenant, settled.key) if self.alerts is not None else ()
         if not found:
             return
         try:
@@ -403,12 +415,26 @@ class PolicyService:
         except RedisUnavailable:
             raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
                               headers={"Retry-After": "1"}) from None
-        resets = {what: next_reset(now, what).strftime("%Y-%m-%dT%H:%M:%SZ") for what in ("daily", "monthly")}
+        resets = {what: next_reset(now, what, self.week_start).strftime("%Y-%m-%dT%H:%M:%SZ") for what in PERIODS}
+        periods = periods_at(now, self.week_start)
         for report in reports:
-            report["resets_at"] = resets  # when the day's and the month's spend start again from 0
+            report["resets_at"] = resets  # when the day's, the week's and the month's spend start again from 0
+            report["week"] = periods.week
             report["month_spend_usd"] = micro_to_usd(report["month_spend_micro_usd"])
             for day in report["days"]:
                 day["spend_usd"] = micro_to_usd(day["spend_micro_usd"])
+        try:  # the current periods' spend: of each tenant, and of the caller's own key
+            for report in reports:
+                report["spend"] = _spend_report(await self.call_redis(
+                    "usage", lambda r=report: self.store.spend_of(r["tenant"], periods)))
+            if not tenant.is_admin and tenant.key_id:
+                key_spend = await self.call_redis("usage", lambda: self.store.spend_of(tenant.name, periods,
+                                                                                         tenant.key_id))
+                reports[0]["key"] = {"id": tenant.key_id, "spend": _spend_report(key_spend),
+                                     "budgets": _budgets_report(key_budgets_of(tenant))}
+        except RedisUnavailable:
+            raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
+                              headers={"Retry-After": "1"}) from None
         if tenant.is_admin:
             return {"object": "usage.list", "data": reports}
         return {"object": "usage", **reports[0]}
@@ -416,6 +442,16 @@ class PolicyService:
     def close(self) -> None:
         self.renewals.close()
         self.usage_log.close()
+
+
+def _spend_report(spend: Spend) -> dict:
+    return {p: {"micro_usd": spend.of(p), "usd": micro_to_usd(spend.of(p))} for p in PERIODS}
+
+
+def _budgets_report(budgets: Any) -> dict:
+    return {f"{p}_usd": {kind: micro_to_usd(amount) for kind in ("soft", "hard")
+                         if (amount := budgets.amount(p, kind)) is not None}
+            for p in PERIODS if budgets.amount(p, "soft") is not None or budgets.amount(p, "hard") is not None}
 
 
 def build_service(policies: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,

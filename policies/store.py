@@ -8,12 +8,26 @@ from typing import Any
 from redis.asyncio import Redis
 
 from policies.atomic import Atomic
-from policies.config import RateLimits, Tenant
-from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, KeySpace
-from policies.usage_log import UsageRecord
+from policies.config import ApiKey, Budgets, RateLimits, Tenant
+from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, WEEK_TTL_S, KeySpace
+from policies.periods import PERIODS, Periods
+from policies.usage_log import UsageRecord, record_periods
 
 _LUA = Path(__file__).with_name("lua")
 ADMITTED, RATE_LIMITED, OVER_BUDGET = 0, 1, 2
+_NO_BUDGETS = Budgets()
+_TTL_S = {"daily": DAY_TTL_S, "weekly": WEEK_TTL_S, "monthly": MONTH_TTL_S}
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Settled spend of one owner (a tenant, or one key) in the current periods, micro-USD."""
+    daily: int = 0
+    weekly: int = 0
+    monthly: int = 0
+
+    def of(self, period: str) -> int:
+        return getattr(self, period)
 
 
 @dataclass(frozen=True)
@@ -22,7 +36,20 @@ class AdmitResult:
     retry_after_ms: int
     day_spend_micro: int
     month_spend_micro: int
-    what: str   # which limit refused: tenant_requests_per_minute, daily, ...
+    what: str   # which limit refused: tenant_requests_per_minute, daily, key_weekly, ...
+    week_spend_micro: int = 0
+    key_spend: Spend = Spend()  # the authenticating key's own
+
+    @property
+    def tenant_spend(self) -> Spend:
+        return Spend(self.day_spend_micro, self.week_spend_micro, self.month_spend_micro)
+
+
+@dataclass(frozen=True)
+class Settled:
+    counted: bool  # by the call carrying this token
+    tenant: Spend
+    key: Spend
 
 
 @dataclass(frozen=True)
@@ -46,9 +73,33 @@ def _by_name(fields: dict) -> dict[str, dict[str, int]]:
     return out
 
 
+def _own_key(tenant: Tenant) -> ApiKey | None:
+    return next((k for k in tenant.keys if k.id == tenant.key_id), None) if tenant.key_id else None
+
+
 def limits_of(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
-    key_limits = next((k.rate_limits for k in tenant.keys if k.id == tenant.key_id), RateLimits())
-    return tenant.policy.rate_limits, key_limits
+    key = _own_key(tenant)
+    return tenant.policy.rate_limits, key.rate_limits if key is not None else RateLimits()
+
+
+def key_budgets_of(tenant: Tenant) -> Budgets:
+    """The budgets of the key the tenant authenticated with (none set: an empty Budgets)."""
+    key = _own_key(tenant)
+    return key.budgets if key is not None else _NO_BUDGETS
+
+
+def holds_budget(tenant: Tenant) -> bool:
+    """Admission reserves a worst case: a hard budget of the tenant or of its key applies."""
+    return tenant.policy.budgets.hard or key_budgets_of(tenant).hard
+
+
+def _hard(budgets: Budgets, period: str) -> int:
+    amount = budgets.amount(period, "hard")
+    return -1 if amount is None else amount
+
+
+def _spend(values: Any) -> Spend:
+    return Spend(*(int(v or 0) for v in values))
 
 
 class PolicyStore:
@@ -63,52 +114,71 @@ class PolicyStore:
         self._settle = redis.register_script((_LUA / "settle.lua").read_text())
         self._renew = redis.register_script((_LUA / "renew.lua").read_text())
 
-    async def admit(self, tenant: Tenant, member: str, charge_tokens: int, day: str, month: str,
+    async def admit(self, tenant: Tenant, member: str, charge_tokens: int, periods: Periods,
                     reservation: Reservation | None = None) -> AdmitResult:
-        """Check and charge the limits; with a `reservation`, also hold its cost against the hard budgets."""
+        """Check and charge the limits; with a `reservation`, also hold its cost against the hard
+        budgets (the tenant's and its key's, in the same call)."""
         k, name = self.keys, tenant.name
         own, per_key = limits_of(tenant)
-        budgets = tenant.policy.budgets
+        budgets, key_budgets = tenant.policy.budgets, key_budgets_of(tenant)
         key_id = tenant.key_id or "-"
-        held = reservation if reservation is not None and budgets.hard else None
+        held = reservation if reservation is not None and (budgets.hard or key_budgets.hard) else None
+        day, week, month = k.spend(name, periods)
         reply = await self._admit(
             keys=[k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
-                  k.token_bucket(name, key_id), k.spend_day(name, day), k.spend_month(name, month),
-                  k.reservations(name), k.reserved_amounts(name), k.admitted(name, member)],
+                  k.token_bucket(name, key_id), day, month,
+                  k.reservations(name), k.reserved_amounts(name), k.admitted(name, member),
+                  week, *k.spend(name, periods, key_id), k.reservations(name, key_id),
+                  k.reserved_amounts(name, key_id)],
             args=[member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
                   per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
-                  -1 if budgets.daily_hard is None else budgets.daily_hard,
-                  -1 if budgets.monthly_hard is None else budgets.monthly_hard,
+                  _hard(budgets, "daily"), _hard(budgets, "monthly"),
                   held.id if held else "", reservation.cost_micro if reservation else 0,
-                  held.ttl_ms if held else 0, self.admitted_mark_ms])
-        return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]))
+                  held.ttl_ms if held else 0, self.admitted_mark_ms, _hard(budgets, "weekly"),
+                  *(_hard(key_budgets, p) for p in PERIODS)])
+        return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]),
+                           int(reply[5]), _spend(reply[6:9]))
 
     async def settle(self, tenant: Tenant, record: UsageRecord, charged_tokens: int,
-                     token: str, reservation_id: str = "") -> tuple[bool, int, int]:
-        """Count `record` once and release the admission's reservation; returns (counted by the
-        call carrying `token`, day spend, month spend). A record of 0 tokens books nothing."""
+                     token: str, reservation_id: str = "") -> Settled:
+        """Count `record` once and release the admission's reservation; returns whether the call
+        carrying `token` counted it and the spend of the tenant and of its key after it. A record of
+        0 tokens books nothing."""
         k, name = self.keys, tenant.name
         own, per_key = limits_of(tenant)
+        key_id = tenant.key_id or "-"
+        periods = record_periods(record)
+        day, week, month = k.spend(name, periods)
         correction = record.prompt_tokens + record.completion_tokens - charged_tokens
         reply = await self._settle(
-            keys=[k.settled(name, record.request_id), k.spend_day(name, record.day),
-                  k.spend_month(name, record.month), k.usage_day(name, record.day),
-                  k.token_bucket(name), k.token_bucket(name, tenant.key_id or "-"),
-                  k.reservations(name), k.reserved_amounts(name), k.usage_tags_day(name, record.day)],
+            keys=[k.settled(name, record.request_id), day, month, k.usage_day(name, record.day),
+                  k.token_bucket(name), k.token_bucket(name, key_id),
+                  k.reservations(name), k.reserved_amounts(name), k.usage_tags_day(name, record.day),
+                  week, *k.spend(name, periods, key_id), k.reservations(name, key_id),
+                  k.reserved_amounts(name, key_id)],
             args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
                   record.completion_tokens, correction, own.tokens_per_minute or 0,
                   per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id,
-                  ",".join(record.tags)])
-        return int(reply[0]) == 1 or _text(reply[3]) == token, int(reply[1]), int(reply[2])
+                  ",".join(record.tags), WEEK_TTL_S, 1 if tenant.key_id else 0])
+        counted = int(reply[0]) == 1 or _text(reply[3]) == token
+        return Settled(counted, _spend((reply[1], reply[4], reply[2])), _spend(reply[5:8]))
 
-    async def renew(self, tenant: str, reservation_ids: list[str], ttl_ms: int) -> int:
-        """Push the expiry of the tenant's reservations still held to `ttl_ms` from now; how many."""
-        return int(await self._renew(keys=[self.keys.reservations(tenant), self.keys.reserved_amounts(tenant)],
-                                     args=[ttl_ms, *reservation_ids]))
+    async def renew(self, tenant: str, key_id: str | None, reservation_ids: list[str], ttl_ms: int) -> int:
+        """Push the expiry of the reservations still held (the tenant's, and with `key_id` that key's
+        own) to `ttl_ms` from now; how many."""
+        k = self.keys
+        keys = [k.reservations(tenant), k.reserved_amounts(tenant)]
+        if key_id:
+            keys += [k.reservations(tenant, key_id), k.reserved_amounts(tenant, key_id)]
+        return int(await self._renew(keys=keys, args=[ttl_ms, *reservation_ids]))
 
     async def spend(self, tenant: str, day: str, month: str) -> tuple[int, int]:
         values = await self.redis.mget([self.keys.spend_day(tenant, day), self.keys.spend_month(tenant, month)])
         return int(values[0] or 0), int(values[1] or 0)
+
+    async def spend_of(self, tenant: str, periods: Periods, key_id: str | None = None) -> Spend:
+        """The tenant's (or with `key_id`, that key's own) settled spend of the current periods."""
+        return _spend(await self.redis.mget(self.keys.spend(tenant, periods, key_id)))
 
     async def usage(self, tenant: str, days: list[str], month: str, by_tag: bool = False) -> dict:
         """Spend, tokens and requests per tier (and with `by_tag`, per tag) and day, plus the
@@ -145,3 +215,7 @@ class PolicyStore:
         if month is not None:
             atomic.call("SET", self.keys.spend_month(tenant, month), spend_micro, "EX", MONTH_TTL_S)
         await atomic.run()
+
+    async def replace_spend(self, tenant: str, key_id: str | None, period: str, label: str, spend_micro: int) -> None:
+        """Overwrite one period's spend of the tenant (or of one key's own) with a recomputed total."""
+        await self.redis.set(self.keys.spend_of(tenant, period, label, key_id), spend_micro, ex=_TTL_S[period])

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from policies.config import UsageLogSettings
+from policies.periods import Periods, week_of_day
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class UsageRecord:
     usage_source: str = "worker"
     tags: tuple[str, ...] | list[str] = ()  # the tags its tenant allows that the request carried
     cascade: str | None = None  # what a cascaded request came to (kept:confident, escalated:low_confidence, ...)
+    week: str | None = None  # the week (the local date it began) the ledger booked it under; None: older records
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
@@ -46,6 +48,11 @@ class UsageRecord:
     @classmethod
     def from_json(cls, line: str) -> "UsageRecord":
         return cls(**json.loads(line))
+
+
+def record_periods(record: UsageRecord) -> Periods:
+    """The periods the ledger booked `record` under (a record from before weeks: its day's week from Monday)."""
+    return Periods(record.day, record.week or week_of_day(record.day), record.month)
 
 
 def replica_log_name() -> str:

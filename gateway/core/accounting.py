@@ -21,6 +21,7 @@ from functools import lru_cache
 from policies.config import Budgets
 from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
 from policies.decision_types import RoutedBy
+from policies.periods import periods_at
 from policies.service import PolicyService
 
 from ..config import Config, Tier
@@ -42,7 +43,7 @@ CLASSIFIER_LEVELS = Counter("tiergate_classifier_predictions_total",
                             ["classifier", "level"])
 BUDGET = Gauge("tiergate_tenant_budget_usd", "Configured budget per tenant", ["tenant", "period", "kind"],
                multiprocess_mode="livemostrecent")
-SPEND = Gauge("tiergate_tenant_spend_usd", "Ledger spend of the current UTC day/month, as of this "
+SPEND = Gauge("tiergate_tenant_spend_usd", "Ledger spend of the current day/week/month, as of this "
               "gateway's last admit/settle for the tenant", ["tenant", "period"], multiprocess_mode="livemax")
 _published: dict[tuple[str, str], tuple[str, float]] = {}  # (tenant, period) -> (period key, value) set here
 
@@ -147,10 +148,11 @@ def publish_policy(config: Config) -> None:
 
 
 def _publish_budgets(tenant: str, budgets: Budgets) -> None:
-    for period, kind, micro in (("day", "soft", budgets.daily_soft), ("day", "hard", budgets.daily_hard),
-                                ("month", "soft", budgets.monthly_soft), ("month", "hard", budgets.monthly_hard)):
-        if micro is not None:
-            BUDGET.labels(tenant, period, kind).set(micro / MICRO_PER_USD)
+    for budget, period in (("daily", "day"), ("weekly", "week"), ("monthly", "month")):
+        for kind in ("soft", "hard"):
+            micro = budgets.amount(budget, kind)
+            if micro is not None:
+                BUDGET.labels(tenant, period, kind).set(micro / MICRO_PER_USD)
 
 
 def publish_spend(policy: PolicyService, tenant: str) -> None:
@@ -162,12 +164,14 @@ def publish_spend(policy: PolicyService, tenant: str) -> None:
     tenant after midnight UTC, the tenant's "day" still shows yesterday's spend)."""
     spent = policy.snapshot(tenant)
     now = policy.clock()
-    periods = {"day": now.strftime("%Y-%m-%d"), "month": now.strftime("%Y-%m")}
+    current = periods_at(now, policy.week_start)
+    periods = {"day": current.day, "week": current.week, "month": current.month}
     for (name, period), (key, _) in list(_published.items()):
         if key != periods[period]:
             SPEND.labels(name, period).set(0)
             _published[(name, period)] = (periods[period], 0.0)
-    for period, micro in (("day", spent.day_spend_micro), ("month", spent.month_spend_micro)):
+    for period, micro in (("day", spent.day_spend_micro), ("week", spent.week_spend_micro),
+                          ("month", spent.month_spend_micro)):
         value = micro / MICRO_PER_USD
         if value >= _published.get((tenant, period), ("", 0.0))[1]:
             SPEND.labels(tenant, period).set(value)

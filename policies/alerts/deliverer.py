@@ -18,7 +18,9 @@ from policies.alerts import webhook
 from policies.alerts.store import AlertStore
 from policies.alerts.thresholds import Crossing, crossings
 from policies.config import AlertSettings, Tenant
+from policies.periods import PERIODS, Periods
 from policies.process_wide import one_per_redis
+from policies.store import Spend, key_budgets_of
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
@@ -31,10 +33,17 @@ class BudgetAlerts:
         self.store, self.settings = store, settings
         self._asked: set[str] = set()
 
-    def unasked(self, tenant: Tenant, periods: dict[str, tuple[str, int]]) -> list[Crossing]:
-        """The thresholds `periods` (budget -> (period, settled spend)) reached that this replica has
-        not asked Redis about yet: no Redis call at all for a settle below them or past them."""
-        found = crossings(tenant.name, tenant.policy.budgets, periods, self.settings.thresholds_percent)
+    def unasked(self, tenant: Tenant, periods: Periods, spend: Spend, key_spend: Spend) -> list[Crossing]:
+        """The thresholds the settled spend (the tenant's, and its key's against the key's own budgets)
+        reached that this replica has not asked Redis about yet: no Redis call at all for a settle
+        below them or past them."""
+        percents = self.settings.thresholds_percent
+        found = crossings(tenant.name, tenant.policy.budgets,
+                          {p: (periods.label(p), spend.of(p)) for p in PERIODS}, percents)
+        key_budgets = key_budgets_of(tenant)
+        if key_budgets.any:
+            found += crossings(tenant.name, key_budgets, {p: (periods.label(p), key_spend.of(p)) for p in PERIODS},
+                               percents, tenant.key_id)
         return [c for c in found if c.id not in self._asked]
 
     async def fire(self, found: list[Crossing]) -> None:
@@ -45,9 +54,10 @@ class BudgetAlerts:
                 self._asked.clear()
             self._asked.add(crossing.id)
             if created:
-                metrics.BUDGET_ALERTS.labels(crossing.tenant, crossing.budget, str(crossing.percent)).inc()
-                log.warning("budget alert %s: tenant %s reached %d%% of its %s budget (%s)", crossing.id,
-                            crossing.tenant, crossing.percent, crossing.budget, crossing.period)
+                metrics.BUDGET_ALERTS.labels(crossing.tenant, crossing.label, str(crossing.percent)).inc()
+                log.warning("budget alert %s: tenant %s%s reached %d%% of its %s budget (%s)", crossing.id,
+                            crossing.tenant, f" key {crossing.key_id}" if crossing.key_id else "",
+                            crossing.percent, crossing.budget, crossing.period)
 
     async def deliver_forever(self) -> None:
         import aiohttp  # here, not at the top: policies import without the web stack (tests/layers)

@@ -1,6 +1,6 @@
 """Budget alerts in Redis, every key under the one hash tag `{alerts}` (alerts are few; one slot
 lets each script take them together on a Cluster):
-- `fired:<id>`: the marker that makes an alert once per (tenant, budget, period, threshold)
+- `fired:<id>`: the marker that makes an alert once per (tenant or key, budget, period, threshold)
 - `records`: id -> the alert and its delivery status (JSON), the newest 10,000 kept
 - `due`: deliveries to make, scored by when (a claimed one by the end of its lease)
 - `index`: ids by creation time, for /admin/alerts and the cap"""
@@ -16,7 +16,7 @@ from policies.atomic import Atomic
 
 _LUA = Path(__file__).resolve().parents[1] / "lua"
 KEPT = 10_000
-MARKER_TTL_S = {"daily": 2 * 86400, "monthly": 62 * 86400}  # past its period, the marker has done its job
+MARKER_TTL_S = {"daily": 2 * 86400, "weekly": 9 * 86400, "monthly": 62 * 86400}  # past its period, the marker has done its job
 
 
 @dataclass(frozen=True)

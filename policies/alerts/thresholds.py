@@ -10,17 +10,24 @@ from policies.config import Budgets
 @dataclass(frozen=True)
 class Crossing:
     tenant: str
-    budget: str        # daily | monthly
-    period: str        # the period's label: 2026-12-01 | 2026-12
+    budget: str        # daily | weekly | monthly
+    period: str        # the period's label: 2026-12-01 | 2026-11-30 (the week's first day) | 2026-12
     percent: int
     amount_micro: int  # the budget the percentage is of
     spend_micro: int   # the spend that reached it
+    key_id: str | None = None  # a key's own budget; None: the tenant's
 
     @property
     def id(self) -> str:
         """The same on every replica: the webhook's idempotency id and the Redis marker's name."""
-        digest = hashlib.sha256(f"{self.tenant}|{self.budget}|{self.period}|{self.percent}".encode()).hexdigest()
+        whose = f"|key:{self.key_id}" if self.key_id else ""
+        digest = hashlib.sha256(f"{self.tenant}|{self.budget}|{self.period}|{self.percent}{whose}".encode()).hexdigest()
         return "alert_" + digest[:24]
+
+    @property
+    def label(self) -> str:
+        """The budget as metrics and logs name it (key ids stay out of metric labels)."""
+        return f"key_{self.budget}" if self.key_id else self.budget
 
 
 def _amount(soft: int | None, hard: int | None) -> int | None:
@@ -28,14 +35,14 @@ def _amount(soft: int | None, hard: int | None) -> int | None:
 
 
 def crossings(tenant: str, budgets: Budgets, periods: dict[str, tuple[str, int]],
-              percents: tuple[int, ...]) -> list[Crossing]:
-    """`periods`: budget -> (period label, settled spend). Every threshold the spend has reached."""
-    amounts = {"daily": _amount(budgets.daily_soft, budgets.daily_hard),
-               "monthly": _amount(budgets.monthly_soft, budgets.monthly_hard)}
+              percents: tuple[int, ...], key_id: str | None = None) -> list[Crossing]:
+    """`periods`: budget -> (period label, settled spend). Every threshold the spend has reached
+    (of the tenant's budgets, or with `key_id` of that key's own)."""
     found = []
     for budget, (period, spend) in periods.items():
-        amount = amounts.get(budget)
+        amount = _amount(budgets.amount(budget, "soft"), budgets.amount(budget, "hard"))
         if not amount:
             continue
-        found += [Crossing(tenant, budget, period, p, amount, spend) for p in percents if spend * 100 >= amount * p]
+        found += [Crossing(tenant, budget, period, p, amount, spend, key_id)
+                  for p in percents if spend * 100 >= amount * p]
     return found

@@ -1,49 +1,65 @@
--- Admit one request atomically: hard budgets against settled spend plus live reservations, then
--- request windows and token buckets for the tenant and (optionally) the key. Either everything
--- is charged and reserved or nothing is.
+-- Admit one request atomically: hard budgets (the tenant's and the key's own) against settled spend
+-- plus live reservations, then request windows and token buckets for the tenant and (optionally) the
+-- key. Either everything is charged and reserved or nothing is.
 -- The same call run again (redis-py resends a command whose reply was lost to a dropped connection or
 -- a timeout) finds its member's marker and answers "admitted" without charging anything twice.
 -- KEYS: 1 tenant rpm log, 2 tenant tpm bucket, 3 key rpm log, 4 key tpm bucket, 5 spend day, 6 spend month,
 --       7 reservation expiries (zset id -> expiry ms), 8 reservation amounts (hash id -> micro-USD, '#total'),
---       9 this member's admitted marker
+--       9 this member's admitted marker, 10 spend week, 11-13 the key's spend day, week, month,
+--       14-15 the key's reservation expiries and amounts
 -- ARGV: 1 member (unique per admit), 2 tokens to charge (prompt + n x max_tokens), 3 tenant rpm, 4 tenant tpm,
 --       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none),
 --       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms,
---       12 admitted marker ttl ms
--- Returns {status, retry_after_ms, day_spend, month_spend, what}; status 0 ok, 1 rate limited, 2 budget
--- (retry_after_ms 0 for a budget: it is spent until it resets; else live reservations may free it sooner).
+--       12 admitted marker ttl ms, 13 weekly hard, 14-16 the key's daily, weekly, monthly hard (-1 = none)
+-- Returns {status, retry_after_ms, day_spend, month_spend, what, week_spend, key day, key week, key month};
+-- status 0 ok, 1 rate limited, 2 budget (retry_after_ms 0 for a budget: it is spent until it resets; else
+-- live reservations may free it sooner). `what` names the limit: daily, ..., key_daily, ...
 local WINDOW_MS = 60000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local day = tonumber(redis.call('GET', KEYS[5]) or '0')
-local month = tonumber(redis.call('GET', KEYS[6]) or '0')
-if redis.call('EXISTS', KEYS[9]) == 1 then return {0, 0, day, month, ''} end
+local function spent(key) return tonumber(redis.call('GET', key) or '0') end
+local day, week, month = spent(KEYS[5]), spent(KEYS[10]), spent(KEYS[6])
+local kday, kweek, kmonth = spent(KEYS[11]), spent(KEYS[12]), spent(KEYS[13])
+local function reply(status, wait, what)
+  return {status, wait, day, month, what, week, kday, kweek, kmonth}
+end
+if redis.call('EXISTS', KEYS[9]) == 1 then return reply(0, 0, '') end
 local cost = tonumber(ARGV[10])
-local daily_hard, monthly_hard = tonumber(ARGV[7]), tonumber(ARGV[8])
-local reserved = 0
-if daily_hard >= 0 or monthly_hard >= 0 then
-  -- reservations of gateways that never settled them (crashed) stop counting at their expiry
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)
+local owners = {  -- the tenant's budgets, then the key's own
+  {prefix = '', zset = KEYS[7], hash = KEYS[8], spent = {day, week, month},
+   hard = {tonumber(ARGV[7]), tonumber(ARGV[13]), tonumber(ARGV[8])}},
+  {prefix = 'key_', zset = KEYS[14], hash = KEYS[15], spent = {kday, kweek, kmonth},
+   hard = {tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])}}}
+local periods = {'daily', 'weekly', 'monthly'}
+
+-- reservations of gateways that never settled them (crashed) stop counting at their expiry
+local function live_reserved(zset, hash)
+  local expired = redis.call('ZRANGEBYSCORE', zset, '-inf', now)
   for _, id in ipairs(expired) do
-    local amount = redis.call('HGET', KEYS[8], id)
+    local amount = redis.call('HGET', hash, id)
     if amount then
-      redis.call('HDEL', KEYS[8], id)
-      redis.call('HINCRBY', KEYS[8], '#total', -tonumber(amount))
+      redis.call('HDEL', hash, id)
+      redis.call('HINCRBY', hash, '#total', -tonumber(amount))
     end
   end
-  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now) end
-  reserved = tonumber(redis.call('HGET', KEYS[8], '#total') or '0')
+  if #expired > 0 then redis.call('ZREMRANGEBYSCORE', zset, '-inf', now) end
+  return tonumber(redis.call('HGET', hash, '#total') or '0')
 end
-local function crosses(spent, hard)
-  return hard >= 0 and (spent >= hard or spent + reserved + cost > hard)
+for _, o in ipairs(owners) do
+  o.holds = o.hard[1] >= 0 or o.hard[2] >= 0 or o.hard[3] >= 0
+  if o.holds then
+    local reserved = live_reserved(o.zset, o.hash)
+    for i, hard in ipairs(o.hard) do
+      local s = o.spent[i]
+      if hard >= 0 and (s >= hard or s + reserved + cost > hard) then
+        -- 0: spent until it resets; else only requests in flight stand in the way and may leave room
+        local wait = (s >= hard or s + cost > hard) and 0 or 1000
+        return reply(2, wait, o.prefix .. periods[i])
+      end
+    end
+  end
 end
-local function budget_wait(spent, hard)
-  if spent >= hard or spent + cost > hard then return 0 end
-  return 1000  -- only requests in flight stand in the way: their settlement may leave room
-end
-if crosses(day, daily_hard) then return {2, budget_wait(day, daily_hard), day, month, 'daily'} end
-if crosses(month, monthly_hard) then return {2, budget_wait(month, monthly_hard), day, month, 'monthly'} end
 
 -- sliding one-minute log of admitted requests: exact, and the oldest entry says when a slot frees
 local function window_wait(key, limit)
@@ -81,7 +97,7 @@ for i = 1, 2 do
     end
   end
 end
-if wait > 0 then return {1, wait, day, month, what} end
+if wait > 0 then return reply(1, wait, what) end
 
 for i = 1, 2 do
   if rpm[i] > 0 then
@@ -96,12 +112,16 @@ for i = 1, 2 do
 end
 if ARGV[9] ~= '' and cost > 0 then
   local ttl = tonumber(ARGV[11])
-  local before = tonumber(redis.call('HGET', KEYS[8], ARGV[9]) or '0')  -- a batch line run again: one hold
-  redis.call('ZADD', KEYS[7], now + ttl, ARGV[9])
-  redis.call('HSET', KEYS[8], ARGV[9], cost)
-  redis.call('HINCRBY', KEYS[8], '#total', cost - before)
-  redis.call('PEXPIRE', KEYS[7], ttl)
-  redis.call('PEXPIRE', KEYS[8], ttl)
+  for _, o in ipairs(owners) do
+    if o.holds then
+      local before = tonumber(redis.call('HGET', o.hash, ARGV[9]) or '0')  -- a batch line run again: one hold
+      redis.call('ZADD', o.zset, now + ttl, ARGV[9])
+      redis.call('HSET', o.hash, ARGV[9], cost)
+      redis.call('HINCRBY', o.hash, '#total', cost - before)
+      redis.call('PEXPIRE', o.zset, ttl)
+      redis.call('PEXPIRE', o.hash, ttl)
+    end
+  end
 end
 redis.call('SET', KEYS[9], '1', 'PX', ARGV[12])
-return {0, 0, day, month, ''}
+return reply(0, 0, '')

@@ -1,36 +1,50 @@
--- Settle one finished request exactly once: release its admission's reservation, book the spend
--- (integer micro-USD, day and month) and the per-tier usage of the day, and correct the token
--- buckets from what admission charged to the real usage. A request that was served nothing
--- (no worker answered) books no spend and no usage, but still releases and corrects.
+-- Settle one finished request exactly once: release its admission's reservation (the tenant's and
+-- its key's), book the spend (integer micro-USD: day, week and month, of the tenant and of its key)
+-- and the per-tier usage of the day, and correct the token buckets from what admission charged to the
+-- real usage. A request that was served nothing (no worker answered) books no spend and no usage, but
+-- still releases and corrects.
 -- KEYS: 1 settled marker, 2 spend day, 3 spend month, 4 usage day hash, 5 tenant tpm bucket, 6 key tpm bucket,
---       7 reservation expiries (zset), 8 reservation amounts (hash, '#total'), 9 usage by tag of the day (hash)
+--       7 reservation expiries (zset), 8 reservation amounts (hash, '#total'), 9 usage by tag of the day (hash),
+--       10 spend week, 11-13 the key's spend day, week, month, 14-15 the key's reservation expiries and amounts
 -- ARGV: 1 marker ttl s, 2 cost micro, 3 tier, 4 prompt tokens, 5 completion tokens,
 --       6 token correction (real - charged), 7 tenant tpm, 8 key tpm (0 = none), 9 day ttl s, 10 month ttl s,
 --       11 settle token (unique per settle call), 12 reservation id ('' = none),
---       13 the request's tags, comma-separated ('' = none; a tag never holds a comma)
--- Returns {1, day_spend, month_spend, token} when counted, {0, day_spend, month_spend, marker} for a
--- duplicate; the marker holds the token of the call that counted it, so a client whose reply was
+--       13 the request's tags, comma-separated ('' = none; a tag never holds a comma), 14 week ttl s,
+--       15 book the key's own spend (1: the request came with a key; 0: anonymous)
+-- Returns {1, day, month, token, week, key day, key week, key month} when counted, {0, ..., marker, ...}
+-- for a duplicate; the marker holds the token of the call that counted it, so a client whose reply was
 -- lost and whose retry lands here learns that its own first attempt did count.
 local WINDOW_MS = 60000
-if ARGV[12] ~= '' then  -- releasing twice is harmless: the amount is gone after the first
-  local amount = redis.call('HGET', KEYS[8], ARGV[12])
+local function release(zset, hash)  -- releasing twice is harmless: the amount is gone after the first
+  local amount = redis.call('HGET', hash, ARGV[12])
   if amount then
-    redis.call('HDEL', KEYS[8], ARGV[12])
-    redis.call('HINCRBY', KEYS[8], '#total', -tonumber(amount))
-    redis.call('ZREM', KEYS[7], ARGV[12])
+    redis.call('HDEL', hash, ARGV[12])
+    redis.call('HINCRBY', hash, '#total', -tonumber(amount))
+    redis.call('ZREM', zset, ARGV[12])
   end
 end
-if not redis.call('SET', KEYS[1], ARGV[11], 'NX', 'EX', ARGV[1]) then
-  return {0, tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', KEYS[3]) or '0'),
-          redis.call('GET', KEYS[1]) or ''}
+if ARGV[12] ~= '' then
+  release(KEYS[7], KEYS[8])
+  release(KEYS[14], KEYS[15])
 end
-local day, month
+local spend = {KEYS[2], KEYS[10], KEYS[3], KEYS[11], KEYS[12], KEYS[13]}
+local ttls = {ARGV[9], ARGV[14], ARGV[10], ARGV[9], ARGV[14], ARGV[10]}
+local function figures(first)
+  local out = {first}
+  for i = 1, 6 do out[i + 1] = tonumber(redis.call('GET', spend[i]) or '0') end
+  return {out[1], out[2], out[4], '', out[3], out[5], out[6], out[7]}  -- the order Returns names
+end
+if not redis.call('SET', KEYS[1], ARGV[11], 'NX', 'EX', ARGV[1]) then
+  local dup = figures(0)
+  dup[4] = redis.call('GET', KEYS[1]) or ''
+  return dup
+end
 if tonumber(ARGV[4]) + tonumber(ARGV[5]) > 0 then
   local cost = ARGV[2]
-  day = redis.call('INCRBY', KEYS[2], cost)
-  redis.call('EXPIRE', KEYS[2], ARGV[9])
-  month = redis.call('INCRBY', KEYS[3], cost)
-  redis.call('EXPIRE', KEYS[3], ARGV[10])
+  for i = 1, (ARGV[15] == '1') and 6 or 3 do
+    redis.call('INCRBY', spend[i], cost)
+    redis.call('EXPIRE', spend[i], ttls[i])
+  end
   local tier = ARGV[3]
   redis.call('HINCRBY', KEYS[4], tier .. ':requests', 1)
   redis.call('HINCRBY', KEYS[4], tier .. ':prompt_tokens', ARGV[4])
@@ -46,9 +60,6 @@ if tonumber(ARGV[4]) + tonumber(ARGV[5]) > 0 then
     end
     redis.call('EXPIRE', KEYS[9], ARGV[9])
   end
-else
-  day = tonumber(redis.call('GET', KEYS[2]) or '0')
-  month = tonumber(redis.call('GET', KEYS[3]) or '0')
 end
 
 local correction = tonumber(ARGV[6])
@@ -67,4 +78,6 @@ if correction ~= 0 then
     end
   end
 end
-return {1, day, month, ARGV[11]}
+local counted = figures(1)
+counted[4] = ARGV[11]
+return counted

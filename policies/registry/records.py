@@ -12,8 +12,8 @@ from typing import Any
 
 from wire.errors import OpenAIError
 
-from policies.config import (NAME_PATTERN, ApiKey, PoliciesConfig, RateLimits, Tenant, TenantPolicy, deep_merge,
-                             parse_policy)
+from policies.config import (NAME_PATTERN, ApiKey, Budgets, PoliciesConfig, RateLimits, Tenant, TenantPolicy,
+                             deep_merge, parse_budgets, parse_policy)
 from typedconfig import ConfigError, Fields, parse_section
 
 MAX_TEXT = 256           # description, owner, one metadata value
@@ -21,7 +21,7 @@ MAX_METADATA = 16        # metadata entries per key
 MAX_MODELS = 64          # allowed_models entries per key
 MAX_GRACE_S = 30 * 86400  # the longest an old secret may keep working after a rotation
 DEFAULT_GRACE_S = 86400
-KEY_FIELDS = ("description", "owner", "metadata", "expires_at", "rate_limits", "allowed_models")
+KEY_FIELDS = ("description", "owner", "metadata", "expires_at", "rate_limits", "allowed_models", "budgets")
 
 
 def _bad(message: str, param: str | None) -> OpenAIError:
@@ -109,6 +109,12 @@ def _key_fields(body: dict, base: dict) -> dict:
             except ConfigError as exc:
                 raise _config_error(exc) from None
             out[field] = {k: v for k, v in dataclasses.asdict(limits).items() if v is not None}
+        elif field == "budgets":
+            try:
+                parse_budgets(value, "<body>")
+            except ConfigError as exc:
+                raise _config_error(exc) from None
+            out[field] = value  # as written (USD), like a tenant's policy: read again by key_tenant
         elif field == "allowed_models":
             if not isinstance(value, list) or len(value) > MAX_MODELS or not all(
                     isinstance(m, str) and 0 < len(m) <= 256 for m in value):
@@ -131,7 +137,8 @@ def new_key(body: dict, key_id: str, digest: str, prefix: str) -> dict:
     now = int(time.time())
     base = {"id": key_id, "tenant": tenant, "prefix": prefix, "secrets": [{"sha256": digest, "until": None}],
             "created_at": now, "updated_at": now, "revoked_at": None, "expires_at": None,
-            "description": None, "owner": None, "metadata": None, "rate_limits": None, "allowed_models": None}
+            "description": None, "owner": None, "metadata": None, "rate_limits": None, "allowed_models": None,
+            "budgets": None}
     return _key_fields(body, base)
 
 
@@ -177,5 +184,6 @@ def key_tenant(tenant: Tenant, record: dict) -> Tenant:
         allowed = tuple(m for m in models if policy.allowed_models is None or m in policy.allowed_models)
         policy = dataclasses.replace(policy, allowed_models=allowed)
     limits = RateLimits(**(record.get("rate_limits") or {}))
-    key = ApiKey(id=record["id"], sha256=record["secrets"][0]["sha256"], rate_limits=limits)
+    budgets = parse_budgets(record["budgets"], "<record>") if record.get("budgets") else Budgets()
+    key = ApiKey(id=record["id"], sha256=record["secrets"][0]["sha256"], rate_limits=limits, budgets=budgets)
     return dataclasses.replace(tenant, policy=policy, keys=(key,), key_id=record["id"])

@@ -22,6 +22,7 @@ from gateway.quality.store import keys as quality_keys, tenant_keys as quality_t
 from gateway.batches.storage_quota import StorageQuota
 from policies.alerts.store import AlertKeys
 from policies.keyspace import KeySpace
+from policies.periods import Periods
 from policies.registry.store import KEY, TENANT, RegistryKeys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,16 +40,19 @@ def _keyspace_builders() -> list[str]:
             if not name.startswith("_") and name != "tenant_pattern"]
 
 
-def _keyspace_call(name: str, tenant: str) -> str:
+def _keyspace_call(name: str, tenant: str) -> list[str]:
     method = getattr(KeySpace(PREFIX), name)
     params = list(inspect.signature(method).parameters)
-    args = {"tenant": tenant, "day": "2026-11-27", "month": "2026-11", "key_id": "k1", "request_id": "req-1", "member": "req-1:1:1"}
-    return method(*(args[p] for p in params))
+    args = {"tenant": tenant, "day": "2026-11-27", "week": "2026-11-23", "month": "2026-11", "key_id": "k1",
+            "request_id": "req-1", "member": "req-1:1:1", "period": "weekly", "label": "2026-11-23",
+            "periods": Periods("2026-11-27", "2026-11-23", "2026-11")}
+    built = method(*(args[p] for p in params))
+    return built if isinstance(built, list) else [built]
 
 
 def policies_groups(tenant: str) -> list[list[str]]:
-    """All of a tenant's policy keys are taken together by admit.lua and settle.lua."""
-    return [[_keyspace_call(name, tenant) for name in _keyspace_builders()]]
+    """All of a tenant's policy keys (and its keys' own) are taken together by admit.lua and settle.lua."""
+    return [[key for name in _keyspace_builders() for key in _keyspace_call(name, tenant)]]
 
 
 def storage_groups(tenant: str) -> list[list[str]]:

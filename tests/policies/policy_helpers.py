@@ -30,15 +30,16 @@ TIERS = [Tier("small", 1, "smollm2-135m", Price(0.10, 0.20)),
 
 
 def policies_config(tenants: dict, log_dir: str, **policy) -> object:
-    """A validated PoliciesConfig; tenants: name -> {keys: [plain keys], **policy fields}."""
+    """A validated PoliciesConfig; tenants: name -> {keys: [plain keys] (ids k0, k1, ...), key_limits and
+    key_budgets: {key id: its own}, **policy fields}."""
     raw_tenants = {}
     for name, spec in tenants.items():
         spec = dict(spec)
         keys = [{"id": f"k{i}", "sha256": hash_key(k)} for i, k in enumerate(spec.pop("keys", []))]
-        key_limits = spec.pop("key_limits", {})
-        for key in keys:
-            if key["id"] in key_limits:
-                key["rate_limits"] = key_limits[key["id"]]
+        for field, per_key in (("rate_limits", spec.pop("key_limits", {})), ("budgets", spec.pop("key_budgets", {}))):
+            for key in keys:
+                if key["id"] in per_key:
+                    key[field] = per_key[key["id"]]
         raw_tenants[name] = {"keys": keys, **spec}
     policy.setdefault("usage_log", {"dir": log_dir, "fsync": "always"})
     return parse_policies(policy, raw_tenants, TIER_NAMES, "test.yaml")

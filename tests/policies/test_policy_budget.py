@@ -94,10 +94,12 @@ async def test_usage_shows_when_each_budget_period_starts_again(make_service):
     service = make_service({"acme": {"keys": ["k"]}})
     service.clock = lambda: datetime(2026, 12, 31, 23, 59, 30, tzinfo=timezone.utc)
     report = await service.usage(service.authenticate("Bearer k"), days=1)
-    assert report["resets_at"] == {"daily": "2027-01-01T00:00:00Z", "monthly": "2027-01-01T00:00:00Z"}
+    assert report["resets_at"] == {"daily": "2027-01-01T00:00:00Z", "weekly": "2027-01-04T00:00:00Z",
+                                  "monthly": "2027-01-01T00:00:00Z"}
     service.clock = lambda: datetime(2026, 2, 10, 8, 0, tzinfo=timezone.utc)
     report = await service.usage(service.authenticate("Bearer k"), days=1)
-    assert report["resets_at"] == {"daily": "2026-02-11T00:00:00Z", "monthly": "2026-03-01T00:00:00Z"}
+    assert report["resets_at"] == {"daily": "2026-02-11T00:00:00Z", "weekly": "2026-02-16T00:00:00Z",
+                                  "monthly": "2026-03-01T00:00:00Z"}
 
 
 async def test_periods_begin_at_midnight_in_the_configured_time_zone(make_service):
@@ -115,7 +117,8 @@ async def test_periods_begin_at_midnight_in_the_configured_time_zone(make_servic
     await service.settle(admission, "r1", "expert", 1000, 1000)  # 0.04 USD: past the daily hard budget
     report = await service.usage(tenant, days=1)
     assert [d["date"] for d in report["days"]] == ["2026-11-30"] and report["month"] == "2026-11"
-    assert report["resets_at"] == {"daily": "2026-12-01T05:00:00Z", "monthly": "2026-12-01T05:00:00Z"}
+    assert report["resets_at"] == {"daily": "2026-12-01T05:00:00Z", "weekly": "2026-12-07T05:00:00Z",
+                                  "monthly": "2026-12-01T05:00:00Z"}
     with pytest.raises(OpenAIError) as refused:
         await service.admit(tenant, "r2", 10, 10)
     assert refused.value.code == "budget_exceeded" and refused.value.headers["Retry-After"] == "1800"

@@ -17,13 +17,21 @@ from tests.support import wait_for
 from wire.errors import OpenAIError
 
 N, MAX_TOKENS, CONTENT = 4, 64, "how much is this?"
-DAILY_HARD_USD, TPM = 0.01, 3000
+HARD_USD, TPM = 0.01, 3000
 PRICE = (1.0, 2.0)  # micro-USD per prompt / completion token
 
 
-def _config(url: str, prefix: str, usage_dir) -> dict:
-    tenants = {"capped": {"keys": [{"id": "k", "sha256": hash_key("sk-capped")}],
-                          "budgets": {"daily_usd": {"hard": DAILY_HARD_USD}}},
+# the capped budget: the tenant's daily or weekly, or its key's own (exact alike: one Lua call)
+CAPS = {"tenant_daily": ("tenant", "daily_usd", "daily hard budget of tenant 'capped'"),
+        "tenant_weekly": ("tenant", "weekly_usd", "weekly hard budget of tenant 'capped'"),
+        "key_weekly": ("key", "weekly_usd", "key_weekly hard budget of key 'k' of tenant 'capped'")}
+
+
+def _config(url: str, prefix: str, usage_dir, cap: str) -> dict:
+    owner, period, _ = CAPS[cap]
+    budgets = {period: {"hard": HARD_USD}}
+    capped_key = {"id": "k", "sha256": hash_key("sk-capped"), **({"budgets": budgets} if owner == "key" else {})}
+    tenants = {"capped": {"keys": [capped_key], **({"budgets": budgets} if owner == "tenant" else {})},
                "metered": {"keys": [{"id": "k", "sha256": hash_key("sk-metered")}],
                            "rate_limits": {"tokens_per_minute": TPM}}}
     small = {**tier("small", 1, [url], price=PRICE), "capabilities": {"n": True}}
@@ -53,11 +61,12 @@ async def _usage(http: aiohttp.ClientSession, url: str, key: str) -> dict:
                           for day in report["days"] for t in day["tiers"].values())}
 
 
+@pytest.mark.parametrize("cap", list(CAPS))
 async def test_hard_budget_and_tokens_per_minute_hold_under_200_concurrent_requests(
-        fakes, gateway, redis_prefix, tmp_path, http):
+        fakes, gateway, redis_prefix, tmp_path, http, cap):
     (fake, url), = await fakes(1, chunks=MAX_TOKENS)
     fake.count_choices = True  # usage: n x max_tokens completion tokens, the worst case exactly
-    gw = await gateway(_config(url, redis_prefix, tmp_path / "usage"))
+    gw = await gateway(_config(url, redis_prefix, tmp_path / "usage", cap))
     estimate = len(f"user: {CONTENT}") // 4 + 1
     reservation_tokens = estimate + N * MAX_TOKENS
     reservation_micro = estimate * PRICE[0] + N * MAX_TOKENS * PRICE[1]
@@ -67,7 +76,7 @@ async def test_hard_budget_and_tokens_per_minute_hold_under_200_concurrent_reque
                                            _burst(http, gw.url, "sk-metered", 200))
     elapsed_s = time.monotonic() - started
 
-    for results, code, names in ((capped, "budget_exceeded", "daily hard budget of tenant 'capped'"),
+    for results, code, names in ((capped, "budget_exceeded", CAPS[cap][2]),
                                  (metered, "rate_limit_exceeded", "tenant_tokens_per_minute")):
         statuses = [status for status, _ in results]
         assert statuses.count(200) >= 1 and set(statuses) <= {200, 429}, [r for r in results if r[0] != 200][:3]
@@ -77,7 +86,7 @@ async def test_hard_budget_and_tokens_per_minute_hold_under_200_concurrent_reque
     spent = await _usage(http, gw.url, "sk-capped")
     # the worker's prompt count may pass the route's estimate by a few tokens a request
     slack = 20 * PRICE[0] * [s for s, _ in capped].count(200)
-    assert spent["spend"] <= DAILY_HARD_USD * 1e6 + reservation_micro + slack, spent
+    assert spent["spend"] <= HARD_USD * 1e6 + reservation_micro + slack, spent
     used = await _usage(http, gw.url, "sk-metered")
     refilled = TPM * (elapsed_s + 1) / 60
     slack = 20 * [s for s, _ in metered].count(200)

@@ -128,7 +128,7 @@ async def test_bad_bodies_are_400s_naming_the_field(replicas):
         await a.admin.create_key("ops", {"tenant": "nobody"})
     assert refused.value.status == 404
     await a.admin.create_tenant("ops", {"name": "t"})
-    for body, param in [({"tenant": "t", "budgets": {}}, "budgets"), ({"tenant": "t", "expires_in_s": -1},
+    for body, param in [({"tenant": "t", "budgets": {"yearly_usd": {"hard": 1}}}, "budgets.yearly_usd"), ({"tenant": "t", "expires_in_s": -1},
                                                                        "expires_in_s"),
                         ({"tenant": "t", "metadata": {"k": 1}}, "metadata")]:
         with pytest.raises(OpenAIError) as refused:
@@ -195,3 +195,26 @@ async def test_rebuild_ledger_passes_over_the_audit_logs_beside_the_usage_logs(r
     files = glob.glob(f"{folder}/*.jsonl")
     assert any("/audit-" in f for f in files)
     assert read_records(files) == []  # no usage yet; the audit lines are not read as usage
+
+
+async def test_a_key_created_and_changed_with_budgets_is_held_to_them_on_every_replica(replicas):
+    from policies.config import Budgets
+    from policies.store import key_budgets_of
+
+    a, b = await replicas()
+    await a.admin.create_tenant("ops", {"name": "team-k"})
+    key, secret = await a.admin.create_key("ops", {"tenant": "team-k", "budgets": {"daily_usd": {"hard": 0.05}}})
+    assert key["budgets"] == {"daily_usd": {"hard": 0.05}}
+    tenant = await wait_for(lambda: refused_with(b, secret) is None and b.authenticate(bearer(secret)), 5)
+    assert key_budgets_of(tenant) == Budgets(daily_hard=50_000)
+    await b.settle(await b.admit(tenant, "r1", 10, 10), "r1", "expert", 1000, 1000)  # 0.04 USD
+    with pytest.raises(OpenAIError) as refused:
+        await b.admit(tenant, "r2", 10, 1000)  # its worst case passes the key's 0.05
+    assert refused.value.status == 429 and refused.value.message.startswith(f"key_daily hard budget of key "
+                                                                            f"'{key['id']}'")
+    changed = await a.admin.update_key("ops", key["id"], {"budgets": {"weekly_usd": {"soft": 1, "hard": 2}}})
+    assert changed["budgets"] == {"weekly_usd": {"soft": 1, "hard": 2}}
+    await wait_for(lambda: key_budgets_of(b.authenticate(bearer(secret))).weekly_hard == 2_000_000, 5,
+                   what="new budgets on b")
+    await b.admit(b.authenticate(bearer(secret)), "r3", 10, 1000)  # the daily budget is gone
+    assert (await a.admin.get_key(key["id"]))["budgets"] == {"weekly_usd": {"soft": 1, "hard": 2}}

@@ -10,10 +10,11 @@ from urllib.parse import urlparse
 
 import redis.asyncio as aioredis
 
+from policies.periods import Periods
 from policies.store import Reservation
 from tests.support import SHARED_REDIS
 
-DAY, MONTH = "2026-11-28", "2026-11"
+PERIODS = Periods("2026-11-28", "2026-11-23", "2026-11")
 
 
 class ReplyDropper:
@@ -74,7 +75,7 @@ async def test_an_admission_run_again_after_its_reply_was_lost_is_admitted_and_c
     tenant = service.authenticate("Bearer sk-acme")
     store, keys = service.store, service.store.keys
     try:
-        first = await store.admit(tenant, "req-1:1:1", 300, DAY, MONTH, Reservation("req-1", 5000, 60_000))
+        first = await store.admit(tenant, "req-1:1:1", 300, PERIODS, Reservation("req-1", 5000, 60_000))
         assert dropper.dropped == 1  # redis-py ran the script a second time, on a new connection
         assert first.status == 0  # admitted: the second run found the first one's mark
         assert await store.redis.zcard(keys.requests_window("acme")) == 1
@@ -83,7 +84,7 @@ async def test_an_admission_run_again_after_its_reply_was_lost_is_admitted_and_c
         assert int(await store.redis.hget(keys.reserved_amounts("acme"), "#total")) == 5000
         # the mark lasts as long as the call may be resent (its 5 s deadline) and a margin, not longer
         assert 0 < await store.redis.pttl(keys.admitted("acme", "req-1:1:1")) <= 15_000
-        again = await store.admit(tenant, "req-2:1:2", 300, DAY, MONTH, Reservation("req-2", 5000, 60_000))
+        again = await store.admit(tenant, "req-2:1:2", 300, PERIODS, Reservation("req-2", 5000, 60_000))
         assert again.status == 1  # another request: the one-a-minute limit holds
     finally:
         await through_proxy.aclose()
