@@ -22,7 +22,7 @@ The choice and its figures: docs/routing.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -78,23 +78,29 @@ class OutcomeMemory:
         return OutcomeMemory(vectors, np.concatenate([self.known, np.asarray(known, np.int8)])[-capacity:])
 
     def evidence(self, queries: np.ndarray, top: int = len(LEVELS) - 1, target: str = "gain") -> "Evidence":
-        """Weighted counts over each query's nearest outcomes: passes per level, and the target per
-        level below `top` (gain: top passed and the level failed, among pairs where both are known;
-        fail: the level failed), each with the weight that knew it."""
-        queries = unit_rows(queries)
-        if not len(self):
-            zeros = np.zeros((len(queries), len(LEVELS)))
-            return Evidence(zeros, zeros.copy(), zeros.copy(), zeros.copy())
-        # in slices small enough that OpenBLAS keeps each product on this thread: its threads
-        # waiting for a core on a busy host cost milliseconds (docs/routing.md, serving latency)
-        sims = np.hstack([queries @ self.vectors[i:i + SLICE].T for i in range(0, len(self), SLICE)])  # [M, N]
-        k = min(NEIGHBOURS, sims.shape[1])
-        near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        weights = np.exp(SHARPNESS * (np.take_along_axis(sims, near, 1) - 1.0))[:, :, None]  # [M, k, 1]
-        known = self.known[near]  # [M, k, 4]
-        hits, labelled = target_labels(known, top, target)
-        return Evidence((weights * (known == PASS)).sum(1), (weights * (known != UNKNOWN)).sum(1),
-                        (weights * hits).sum(1), (weights * labelled).sum(1))
+        return evidence((self,), queries, top, target)
+
+
+def evidence(memories: tuple[OutcomeMemory, ...], queries: np.ndarray, top: int = len(LEVELS) - 1,
+             target: str = "gain") -> "Evidence":
+    """Weighted counts over each query's nearest outcomes among the memories': passes per level, and
+    the target per level below `top` (gain: top passed and the level failed, among pairs where both
+    are known; fail: the level failed), each with the weight that knew it."""
+    queries = unit_rows(queries)
+    memories = tuple(m for m in memories if len(m))
+    if not memories:
+        zeros = np.zeros((len(queries), len(LEVELS)))
+        return Evidence(zeros, zeros.copy(), zeros.copy(), zeros.copy())
+    # in slices small enough that OpenBLAS keeps each product on this thread: its threads
+    # waiting for a core on a busy host cost milliseconds (docs/routing.md, serving latency)
+    sims = np.hstack([queries @ m.vectors[i:i + SLICE].T for m in memories for i in range(0, len(m), SLICE)])
+    k = min(NEIGHBOURS, sims.shape[1])
+    near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    weights = np.exp(SHARPNESS * (np.take_along_axis(sims, near, 1) - 1.0))[:, :, None]  # [M, k, 1]
+    known = (memories[0].known if len(memories) == 1 else np.concatenate([m.known for m in memories]))[near]
+    hits, labelled = target_labels(known, top, target)
+    return Evidence((weights * (known == PASS)).sum(1), (weights * (known != UNKNOWN)).sum(1),
+                    (weights * hits).sum(1), (weights * labelled).sum(1))
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,9 @@ class OutcomeModel:
     # the quality target's calibration (classifier/outcome_target.py): a threshold on need per target
     targets: np.ndarray | None = None
     thresholds: np.ndarray | None = None
+    # nearest outcomes per tenant: a request consults its own tenant's and `memory` (the operator's,
+    # or every tenant's where the operator shares them), never another tenant's
+    tenant_memories: Mapping[str, OutcomeMemory] = field(default_factory=dict)
 
     def threshold_for(self, quality_target: float) -> float | None:
         """The calibrated threshold on need for this share of the top level's quality (None: none)."""
@@ -164,16 +173,22 @@ class OutcomeModel:
 
     @property
     def learned(self) -> bool:
-        return bool(len(self.memory)) or any(self.fits) or any(self.gain_fits) or self.grams is not None
+        return bool(len(self.memory)) or any(self.fits) or any(self.gain_fits) or self.grams is not None or \
+            any(map(len, self.tenant_memories.values()))
+
+    def memories_for(self, tenant: str | None) -> tuple[OutcomeMemory, ...]:
+        own = self.tenant_memories.get(tenant) if tenant else None
+        return (self.memory,) if own is None else (self.memory, own)
 
     def estimate(self, numeric: np.ndarray, probs: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
         """([M,4] p_good, [M,4] evidence weight) for [M,F] features and [M,4] class probabilities."""
         a = self.assess(numeric, probs, dims)
         return a.p_good, a.weight
 
-    def assess(self, numeric: np.ndarray, probs: np.ndarray, dims: int, texts: list[str] | None = None) -> Assessment:
+    def assess(self, numeric: np.ndarray, probs: np.ndarray, dims: int, texts: list[str] | None = None,
+               tenant: str | None = None) -> Assessment:
         """p_good and need for [M,F] features, [M,4] class probabilities and (for the n-gram
-        model) the texts the classifier read."""
+        model) the texts the classifier read, for requests of one tenant (None: the shared memory only)."""
         prior = prior_p_good(probs)
         if not self.learned:  # every request passes here: the prior alone needs no feature work
             good = monotone(prior)
@@ -186,13 +201,28 @@ class OutcomeModel:
         if self.grams is not None and texts is not None:
             fitted = self.grams.fitted
             need[:, fitted] = sigmoid((logit(need[:, fitted]) + self.grams.logits(texts)[:, fitted]) / 2)
-        ev = self.memory.evidence(numeric[:, -dims:], self.top, self.target)
+        ev = evidence(self.memories_for(tenant), numeric[:, -dims:], self.top, self.target)
         good = monotone((PRIOR_WEIGHT * base + ev.passes) / (PRIOR_WEIGHT + ev.weight))
         need = (PRIOR_WEIGHT * need + ev.hits) / (PRIOR_WEIGHT + ev.labelled)
         need[:, self.top:] = 0.0
         # stopping lower never loses less than stopping higher
         need = np.maximum.accumulate(need[:, ::-1], axis=1)[:, ::-1]
         return Assessment(good, ev.weight, np.clip(need, 0.0, 1.0), ev.labelled)
+
+    def assess_each(self, numeric: np.ndarray, probs: np.ndarray, dims: int, tenants: list[str | None],
+                    texts: list[str] | None = None) -> Assessment:
+        """assess() for rows of several tenants, each row with its own tenant's memory."""
+        tenants = np.asarray([t or "" for t in tenants], dtype=object)
+        parts = {}
+        for tenant in dict.fromkeys(tenants):
+            rows = np.flatnonzero(tenants == tenant)
+            parts[tenant] = rows, self.assess(numeric[rows], probs[rows], dims,
+                                              [texts[i] for i in rows] if texts is not None else None, tenant or None)
+        out = [np.zeros((len(tenants), len(LEVELS))) for _ in range(4)]
+        for rows, a in parts.values():
+            for whole, part in zip(out, (a.p_good, a.weight, a.need, a.need_weight)):
+                whole[rows] = part
+        return Assessment(*out)
 
     def save(self, folder: str | Path) -> None:
         np.savez_compressed(Path(folder) / FILE, vectors=self.memory.vectors, known=self.memory.known,
@@ -201,7 +231,8 @@ class OutcomeModel:
                                if self.targets is not None else {}),
                             **_fit_arrays("", self.fits, len(self.mean)),
                             **_fit_arrays("gain_", self.gain_fits, len(self.mean)),
-                            **(self.grams.arrays() if self.grams is not None else {}))
+                            **(self.grams.arrays() if self.grams is not None else {}),
+                            **_tenant_arrays(self.tenant_memories))
 
     @classmethod
     def load(cls, folder: str | Path, features: int, dims: int) -> "OutcomeModel":
@@ -214,7 +245,8 @@ class OutcomeModel:
                         _fits_from(d, "gain_"), GramModel.from_arrays(d),
                         int(d["top"]) if "top" in d else len(LEVELS) - 1,
                         str(d["target"]) if "target" in d else "gain",
-                        d["targets"] if "targets" in d else None, d["thresholds"] if "thresholds" in d else None)
+                        d["targets"] if "targets" in d else None, d["thresholds"] if "thresholds" in d else None,
+                        _tenant_memories(d))
         if memory.vectors.shape[1] != dims or len(model.mean) != features:
             raise ValueError(f"{path}: outcomes were stored with other features ({len(model.mean)} wide, "
                              f"vectors {memory.vectors.shape[1]}); this classifier has {features} and {dims}")
@@ -237,6 +269,22 @@ def need_from(p_good: np.ndarray, top: int, target: str) -> np.ndarray:
     need = (1.0 if target == "fail" else p_good[:, top:top + 1]) - p_good
     need[:, top:] = 0.0
     return np.clip(need, 0.0, 1.0)
+
+
+def _tenant_arrays(memories: Mapping[str, OutcomeMemory]) -> dict[str, np.ndarray]:
+    if not memories:
+        return {}
+    names = [name for name, m in memories.items() for _ in range(len(m))]
+    return {"tenant_rows": np.asarray(names, dtype=str),
+            "tenant_vectors": np.concatenate([m.vectors for m in memories.values()]),
+            "tenant_known": np.concatenate([m.known for m in memories.values()])}
+
+
+def _tenant_memories(d) -> dict[str, OutcomeMemory]:
+    if "tenant_rows" not in d:
+        return {}
+    names, vectors, known = d["tenant_rows"], d["tenant_vectors"].astype(np.float32), d["tenant_known"].astype(np.int8)
+    return {str(n): OutcomeMemory(vectors[names == n], known[names == n]) for n in dict.fromkeys(names.tolist())}
 
 
 def _fit_arrays(prefix: str, fits: tuple[LevelFit | None, ...], features: int) -> dict[str, np.ndarray]:

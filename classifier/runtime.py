@@ -98,7 +98,8 @@ class ComplexityClassifier:
         return self._session.run(["probs"], feed)[0]
 
     def predict(self, messages: list[dict] | None = None, prompt: str | None = None,
-                threshold_shift: dict[int, float] | None = None, bias: int = 0) -> Prediction:
+                threshold_shift: dict[int, float] | None = None, bias: int = 0, tenant: str | None = None) -> Prediction:
+        """`tenant`: whose remembered outcomes the nearest-outcome stage may read (None: the shared ones)."""
         text, numeric = extract(messages, prompt)
         if not self.outcomes.learned:  # the gateway's usual case: four floats, no numpy per step
             if self._sparse is not None and SparseModel.reads(text):
@@ -109,7 +110,7 @@ class ComplexityClassifier:
             need = [min(max(good[-1] - g, 0.0), 1.0) for g in good[:-1]] + [0.0]  # OutcomeModel.assess's, in floats
             return Prediction(self.level_from_probs(own, threshold_shift, bias), own,
                               self._effective(threshold_shift), good, [0.0] * len(own), list(own), need)
-        prior, a, probs = self.estimate([text], numeric[None, :])
+        prior, a, probs = self.estimate([text], numeric[None, :], tenant)
         return Prediction(self.level_from_probs(probs[0], threshold_shift, bias), probs[0].tolist(),
                           self._effective(threshold_shift), a.p_good[0].tolist(), a.weight[0].tolist(),
                           prior[0].tolist(), a.need[0].tolist())
@@ -125,12 +126,13 @@ class ComplexityClassifier:
         return [Prediction(int(t), p.tolist(), used, g.tolist(), w.tolist(), q.tolist(), n.tolist())
                 for t, p, g, w, q, n in zip(tiers, probs, a.p_good, a.weight, prior, a.need)]
 
-    def estimate(self, texts: list[str], numeric: np.ndarray) -> tuple[np.ndarray, Assessment, np.ndarray]:
+    def estimate(self, texts: list[str], numeric: np.ndarray,
+                 tenant: str | None = None) -> tuple[np.ndarray, Assessment, np.ndarray]:
         """The classifier's [N,4] probabilities, what the outcome models make of them, and the class
         probabilities routing reads: P(level >= k) = need[k - 1] once outcomes are learned (the
         thresholds then bound the gain forgone), the classifier's own before."""
         prior = self.probabilities(texts, numeric).astype(np.float64)
-        a = self.outcomes.assess(np.asarray(numeric, np.float64), prior, DIMS, texts)
+        a = self.outcomes.assess(np.asarray(numeric, np.float64), prior, DIMS, texts, tenant)
         return prior, a, probs_from_need(a.need) if self.outcomes.learned else prior
 
     def level_from_probs(self, probs, threshold_shift: dict[int, float] | None = None, bias: int = 0) -> int:

@@ -162,11 +162,14 @@ SPEC = {
         "/admin/router/outcomes": {"post": {
             "summary": "Learn from an outcome file (JSONL; admin): the guard judges the candidates before this answers",
             "parameters": [{"name": "heldout_share", "in": "query", "required": False,
-                            "schema": {"type": "number", "minimum": 0, "maximum": 1}}],
+                            "schema": {"type": "number", "minimum": 0, "maximum": 1}},
+                           {"name": "tenant", "in": "query", "required": False, "schema": {"type": "string"},
+                            "description": "The tenant whose outcomes these are: only its requests read them as "
+                                           "nearest outcomes (absent: the operator's, read by every tenant)"}],
             "requestBody": {"required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
             "responses": {"200": _json({"type": "object"}, "Lines taken, the guard's decisions, the router's state"),
                           **_ADMIN_ERRORS, "400": _json(_ERR, "Not an outcome file"),
-                          "409": _json(_ERR, "The classifier in use is a rule"),
+                          "404": _json(_ERR, "No such tenant"), "409": _json(_ERR, "The classifier in use is a rule"),
                           "413": _json(_ERR, "Over the body limit"), "503": _ERRORS["503"]}}},
         "/health": {"get": {"summary": "Liveness/readiness to anyone; per-worker health to the admin key (or with "
                                        "no tenants configured)", "security": [{}],

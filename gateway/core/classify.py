@@ -31,7 +31,8 @@ class Classifier(Protocol):
     version: str | None  # None: a rule, not a trained model
     thresholds: Mapping[int, float] | None  # the model's calibrated thresholds, if it has any
 
-    def classify(self, messages: list[dict] | None, prompt: str | None) -> Classification: ...
+    def classify(self, messages: list[dict] | None, prompt: str | None, tenant: str | None = None) -> Classification:
+        """`tenant`: whose learned outcomes may decide (None: only those every tenant shares)."""
 
 
 class PromptLengthClassifier:
@@ -44,7 +45,7 @@ class PromptLengthClassifier:
     thresholds = None
     BOUNDS = (200, 1000, 4000)
 
-    def classify(self, messages, prompt) -> Classification:
+    def classify(self, messages, prompt, tenant=None) -> Classification:
         size = sum(len(m["content"]) for m in messages) if messages else len(prompt or "")
         level = 1 + sum(size >= bound for bound in self.BOUNDS)
         return Classification(tier=level, scores=None, classifier=self.name)
@@ -59,8 +60,8 @@ class OnnxComplexityClassifier:
         self.model = model
         self._targets = model.target_thresholds()  # fixed for this model: a swap builds a new adapter
 
-    def classify(self, messages, prompt) -> Classification:
-        p = self.model.predict(messages=messages, prompt=prompt)
+    def classify(self, messages, prompt, tenant=None) -> Classification:
+        p = self.model.predict(messages=messages, prompt=prompt, tenant=tenant)
         return Classification(tier=int(p.tier), scores=p.probs, classifier=self.name, thresholds=self.model.thresholds,
                               p_good=p.p_good, evidence=p.evidence, prior=p.prior, need=p.need,
                               target_thresholds=self._targets)

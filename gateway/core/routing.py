@@ -85,13 +85,13 @@ def prompt_text(parsed: ChatRequest | CompletionRequest) -> str:
 
 
 @traced("classify")
-def _classify(router: Router, parsed: ChatRequest | CompletionRequest) -> Classification:
+def _classify(router: Router, parsed: ChatRequest | CompletionRequest, tenant: str) -> Classification:
     started = time.perf_counter()
     if isinstance(parsed, ChatRequest):
-        classification = router.classifier.classify(parsed.messages, None)
+        classification = router.classifier.classify(parsed.messages, None, tenant)
     else:
         text = parsed.prompt if isinstance(parsed.prompt, str) else prompt_text(parsed)
-        classification = router.classifier.classify(None, text)
+        classification = router.classifier.classify(None, text, tenant)
     METRICS.classifier.labels(classification.classifier).observe(time.perf_counter() - started)
     return classification
 
@@ -111,7 +111,7 @@ def plan_route(router: Router, config: Config, tenant, parsed: ChatRequest | Com
             config.embedding_tiers:
         raise bad_request(f"'{requested}' is an embeddings model: send it to /v1/embeddings (/v1/models lists "
                           "each model's endpoints)", param="model", code="wrong_endpoint")
-    classification = _classify(router, parsed) if resolved == AUTO else None
+    classification = _classify(router, parsed, tenant.name) if resolved == AUTO else None
     text = prompt_text(parsed)
     estimated = len(text) // 4 + 1
     request = RouteRequest(requested_model=resolved if resolved is not None else requested,

@@ -85,9 +85,22 @@ async def reload_classifier(request: web.Request) -> web.Response:
     return web.json_response({"object": "tiergate.classifier_reload", **event})
 
 
+def _outcome_tenant(services, name: str | None) -> str:
+    """The tenant an upload's outcomes belong to ("": the operator's, read by every tenant's routing)."""
+    if name is None:
+        return ""
+    keyring = getattr(services.sinks.policy, "keyring", None)
+    names = (keyring.tenant_names() if keyring is not None else list(services.config.policies.tenants)) or \
+        ["anonymous"]  # the open policy's one tenant (gateway/core/policy_seam.py)
+    if name not in names:
+        raise OpenAIError(404, f"no tenant {name[:64]!r}", param="tenant", code="not_found")
+    return name
+
+
 async def upload_outcomes(request: web.Request) -> web.Response:
     """JSONL outcome lines; `?heldout_share=` overrides the configured share held out of them (0:
-    learn from every line, judge on what is already held out). The guard decides before this answers."""
+    learn from every line, judge on what is already held out); `?tenant=` makes them that tenant's
+    own (its requests alone read them as nearest outcomes). The guard decides before this answers."""
     from classifier.outcomes import parse_line
 
     services = request[SERVICES]
@@ -100,11 +113,13 @@ async def upload_outcomes(request: web.Request) -> web.Response:
             raise ValueError
     except ValueError:
         raise OpenAIError(400, "heldout_share must be a number from 0 to 1", param="heldout_share") from None
+    tenant = _outcome_tenant(services, request.query.get("tenant"))
+
     def read_entries() -> list:  # features and the classifier for every line: off the event loop
         entries = []
         for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
             if line.strip():
-                entry = monitor.learner.entry(*parse_line(json.loads(line), f"line {n}"), share)
+                entry = monitor.learner.entry(*parse_line(json.loads(line), f"line {n}"), share, tenant)
                 if entry is None:
                     raise OpenAIError(409, "the classifier in use is a rule without features: nothing to learn on",
                                       code="no_model")

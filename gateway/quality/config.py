@@ -53,6 +53,18 @@ class QualityConfig:
     learn_every: int = setting(100, "New learning outcomes per candidate the guard judges.", minimum=1)
     heldout_share: float = _share(0.2, "Share of outcomes held out (by hash) to judge candidates; never learned.")
     min_heldout: int = setting(20, "Held-out outcomes needed before the first candidate is judged.", minimum=1)
+    outcome_memory: str = setting("tenant", "Whose remembered outcomes a request's nearest-outcome stage reads: "
+                                            "`tenant`, its own tenant's verdicts plus the operator's uploaded "
+                                            "outcomes (without ?tenant=); `shared`, every tenant's (one "
+                                            "organisation whose tenants are teams). Either way /v1/route shows "
+                                            "only the expected gain and the threshold, never a neighbour.",
+                                  choices=("tenant", "shared"))
+    outcome_rows_per_tenant: int = setting(2048, "Newest outcomes each tenant's nearest-outcome memory keeps.",
+                                           minimum=10, maximum=8192)
+    outcome_memory_tenants: int = setting(256, "Tenants with a nearest-outcome memory of their own (the most "
+                                               "recently judged); with outcome_rows_per_tenant it bounds the "
+                                               "memory: at most their product in rows, beside the operator's "
+                                               "8,192.", minimum=1, maximum=10000)
     outcomes_maxlen: int = setting(20000, "Length cap of the Redis stream of outcomes (and of what is learned).",
                                    minimum=10)
 

@@ -37,17 +37,18 @@ class Entry:
     probs: np.ndarray    # the classifier's class probabilities when the outcome was recorded
     known: np.ndarray    # PASS / FAIL / UNKNOWN per level
     heldout: bool
+    tenant: str = ""  # whose request it was ("": the operator's, e.g. an uploaded outcome file)
 
     def fields(self) -> dict:
         return {"n": base64.b64encode(self.numeric.astype(np.float32).tobytes()).decode(),
                 "p": json.dumps([round(float(x), 6) for x in self.probs]),
-                "k": json.dumps(self.known.tolist()), "h": int(self.heldout)}
+                "k": json.dumps(self.known.tolist()), "h": int(self.heldout), "t": self.tenant}
 
     @classmethod
     def parse(cls, raw: dict) -> "Entry":
         fields = {_text(k): _text(v) for k, v in raw.items()}
         return cls(np.frombuffer(base64.b64decode(fields["n"]), np.float32), np.asarray(json.loads(fields["p"])),
-                   np.asarray(json.loads(fields["k"]), np.int8), fields["h"] == "1")
+                   np.asarray(json.loads(fields["k"]), np.int8), fields["h"] == "1", fields.get("t", ""))
 
 
 def _text(value) -> str:
@@ -68,7 +69,13 @@ def level_costs(config: Config) -> np.ndarray:
     return np.asarray(out[::-1], float)
 
 
-def fit_entries(rows: list[Entry], in_play: np.ndarray):
+def memory_owner(entry: Entry, config: Config) -> str:
+    """Whose nearest-outcome memory an outcome joins: its tenant's, or the shared one for the
+    operator's own outcomes and, with quality.outcome_memory 'shared', everyone's."""
+    return "" if config.quality.outcome_memory == "shared" else entry.tenant
+
+
+def fit_entries(rows: list[Entry], in_play: np.ndarray, config: Config):
     """A candidate OutcomeModel with its quality target calibrated (in an executor thread: the first
     call imports scikit-learn, which would stall the event loop for a second)."""
     from classifier.outcome_fit import fit_calibrated
@@ -76,13 +83,17 @@ def fit_entries(rows: list[Entry], in_play: np.ndarray):
     from classifier.static_vectors import DIMS
 
     return fit_calibrated(np.vstack([e.numeric for e in rows]), np.vstack([e.probs for e in rows]),
-                          np.vstack([e.known for e in rows]), DIMS, in_play, CAPACITY)
+                          np.vstack([e.known for e in rows]), DIMS, in_play, CAPACITY,
+                          owners=[memory_owner(e, config) for e in rows],
+                          tenant_rows=config.quality.outcome_rows_per_tenant,
+                          tenants=config.quality.outcome_memory_tenants)
 
 
-def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: np.ndarray, thresholds) -> dict:
+def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: np.ndarray, thresholds,
+          config: Config) -> dict:
     """Replay both outcome models (serving None: the classifier alone) on the held-out entries, each
     at its own operating point: its calibrated threshold for the default quality target, else
-    `thresholds` (the classifier's)."""
+    `thresholds` (the classifier's); each entry reads the memory its tenant's requests would."""
     from classifier.outcome_model import OutcomeModel
     from classifier.outcome_target import DEFAULT_TARGET
     from classifier.replay import Outcomes, meets_target, no_worse, report
@@ -93,11 +104,13 @@ def judge(serving, candidate, heldout: list[Entry], costs: np.ndarray, in_play: 
     numeric = np.vstack([e.numeric for e in heldout]).astype(np.float64)
     probs = np.vstack([e.probs for e in heldout])
     data = Outcomes(np.vstack([e.known for e in heldout]), np.tile(costs, (len(heldout), 1)), in_play)
+    tenants = [memory_owner(e, config) for e in heldout]
 
     def replayed(model) -> dict:
         tau = model.threshold_for(DEFAULT_TARGET) if model.learned else None
         # routing reads the gain forgone: 1 - need takes p_good's place in the replay
-        return report(1 - model.assess(numeric, probs, DIMS).need, data, thresholds if tau is None else [tau] * 3)
+        need = model.assess_each(numeric, probs, DIMS, tenants).need
+        return report(1 - need, data, thresholds if tau is None else [tau] * 3)
 
     s, c = replayed(serving), replayed(candidate)
     target_met = candidate.targets is None or bool(meets_target(c, data, DEFAULT_TARGET))
@@ -127,8 +140,9 @@ class OutcomeLearner:
 
     # --- writing ------------------------------------------------------------------------
 
-    def entry(self, request: dict, outcomes: dict[int, bool], heldout_share: float) -> Entry | None:
-        """None when the classifier in use is a rule (it has no features to learn on)."""
+    def entry(self, request: dict, outcomes: dict[int, bool], heldout_share: float, tenant: str = "") -> Entry | None:
+        """None when the classifier in use is a rule (it has no features to learn on); `tenant`: whose
+        request it was ("": the operator's)."""
         from classifier.features import extract
         from classifier.outcome_model import known_levels
 
@@ -138,7 +152,7 @@ class OutcomeLearner:
         text, numeric = extract(request.get("messages"), request.get("prompt"))
         probs = base.probabilities([text], numeric[None, :])[0]
         roll = int(hashlib.sha256(numeric.tobytes()).hexdigest()[:8], 16) / 16 ** 8
-        return Entry(numeric, probs, known_levels(outcomes), roll < heldout_share)
+        return Entry(numeric, probs, known_levels(outcomes), roll < heldout_share, tenant)
 
     async def add(self, entries: list[Entry], source: str) -> None:
         q = self.snapshot().quality
@@ -192,10 +206,10 @@ class OutcomeLearner:
             return  # one tier level: there is no routing to learn
         rows = (self.learned + batch)[-config.quality.outcomes_maxlen:]
         loop = asyncio.get_running_loop()
-        candidate = await loop.run_in_executor(None, fit_entries, rows, in_play)
+        candidate = await loop.run_in_executor(None, fit_entries, rows, in_play, config)
         thresholds = [base.thresholds[k] for k in (2, 3, 4)]
         verdict = await loop.run_in_executor(None, judge, self.model, candidate, list(self.heldout),
-                                             level_costs(config), in_play, thresholds)
+                                             level_costs(config), in_play, thresholds, config)
         result = "swapped" if verdict["accepted"] else "refused"
         if verdict["accepted"]:
             self.learned, self.model = rows, candidate

@@ -248,7 +248,8 @@ class QualityMonitor:
             return
         try:
             request = {k: sample.body[k] for k in ("messages", "prompt") if k in sample.body}
-            entry = self.learner.entry(request, {level: passed, top_level: True}, self.config.heldout_share)
+            entry = self.learner.entry(request, {level: passed, top_level: True}, self.config.heldout_share,
+                                       sample.tenant)
             if entry is not None:
                 await self.learner.add([entry], "monitor")
         except Exception as exc:  # Redis trouble costs the outcome, never the client
