@@ -11,16 +11,22 @@ a private Redis where the part needs one) and prints one JSON object as its last
 - billing (tenancy_billing.py): hard-budget overshoot under tool-call, tool-definition and emoji
   prompts (in reservations), free tokens (generated minus billed) across answers that time out
   while generating, cut streams, cancelled answers and batch lines run again, and the requests a
-  tenant at its hard budget gets admitted while holding a stream past its reservation's lifetime.
+  tenant at its hard budget gets admitted while holding a stream past its reservation's lifetime;
+- quality (tenancy_quality.py): how many points a tenant whose answers all fail, at ten times
+  another's volume, moves the other's tier mix on replay through the quality monitor;
+- probe (tenancy_probe.py): whether a tenant can tell a prefix another tenant sent from an unseen
+  one through /v1/route, `x-tiergate-backend` or the time to first token (a real smollm2-135m
+  worker), with `affinity.scope` tenant and global.
 """
 from __future__ import annotations
 
 import json
 import time
 
-from benchmarks import tenancy_billing, tenancy_bomb, tenancy_climbs, tenancy_money
+from benchmarks import tenancy_billing, tenancy_bomb, tenancy_climbs, tenancy_money, tenancy_probe, tenancy_quality
 
-PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb, "billing": tenancy_billing}
+PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb, "billing": tenancy_billing,
+         "quality": tenancy_quality, "probe": tenancy_probe}
 
 
 def main() -> None:

@@ -50,6 +50,11 @@ class QualityConfig:
                                      minimum=1)
     learn_from_outcomes: bool = setting(True, "Verdicts and uploaded outcome files train the per-tier outcome "
                                               "models; a candidate serves only if the guard's replay accepts it.")
+    learn_across_tenants: bool = setting(False, "With tenants (keys), let the monitor's verdicts of every tenant's "
+                                                "answers train the outcome models that all tenants' routing reads: "
+                                                "one tenant's traffic then moves the others' routing. Off: with "
+                                                "tenants, only outcome files the admin uploads train them (without "
+                                                "keys, the verdicts always do).")
     learn_every: int = setting(100, "New learning outcomes per candidate the guard judges.", minimum=1)
     heldout_share: float = _share(0.2, "Share of outcomes held out (by hash) to judge candidates; never learned.")
     min_heldout: int = setting(20, "Held-out outcomes needed before the first candidate is judged.", minimum=1)

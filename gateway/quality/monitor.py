@@ -243,8 +243,10 @@ class QualityMonitor:
             await self.refresh()
 
     async def _learn(self, sample: Sample, level: int, passed: bool, top_level: int) -> None:
-        """The verdict as an outcome: `level` passed or not, the top tier (the reference) did."""
-        if not self.config.learn_from_outcomes:
+        """The verdict as an outcome: `level` passed or not, the top tier (the reference) did. With keys,
+        only where the operator lets every tenant's verdicts train the models all tenants route on."""
+        if not self.config.learn_from_outcomes or (
+                self.snapshot().policies.keyed and not self.config.learn_across_tenants):
             return
         try:
             request = {k: sample.body[k] for k in ("messages", "prompt") if k in sample.body}

@@ -127,7 +127,8 @@ async def test_answers_are_judged_against_the_best_tier_the_tenant_may_use(fakes
     """A tenant without the top tier: its small tier's answers are re-asked of the middle tier, the
     best it may use, so every verdict is a pair of tiers it has; the top tier is never asked."""
     (small, small_url), (mid, mid_url), (top, top_url) = await fakes(3)
-    doc = two_tier_config(small_url, top_url, redis_prefix, {"sampling_rate": 1.0, "refresh_s": 0.2})
+    doc = two_tier_config(small_url, top_url, redis_prefix, {"sampling_rate": 1.0, "refresh_s": 0.2,
+                                                             "learn_across_tenants": True})
     doc["tiers"].insert(1, {"name": "mid", "level": 2, "model": "m-mid", "price_per_mtok": {"input": 1, "output": 2},
                             "workers": [{"url": mid_url}]})
     doc["tenants"] = {"narrow": {"allowed_tiers": ["small", "mid"]}}
@@ -176,3 +177,5 @@ async def test_one_tenants_failing_answers_move_only_its_own_routing(fakes, gate
         return all([(await post("/v1/route", "noisy", c))["tier"] == "top" for c in EASY])
     await wait_for(noisy_routed_up)  # every replica re-reads the shared steps each refresh_s
     assert [(await post("/v1/route", "quiet", c))["tier"] for c in EASY] == ["small"] * len(EASY)
+    monitor = gw.state.quality
+    assert monitor.counts["failed"] >= 5 and monitor.learner.counts["outcomes"] == 0  # nor the shared models
