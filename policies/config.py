@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -182,8 +182,9 @@ BUDGETS_DOC = ("{daily_usd, weekly_usd, monthly_usd: {soft, hard}} in USD; perio
 
 @dataclass(frozen=True)
 class TenantPolicy:
-    allowed_tiers: tuple[str, ...] | None = setting(None, "Tiers this tenant may use; unset: every tier. An "
-                                                          "explicit request for another gets 403.")
+    allowed_tiers: tuple[str, ...] | None = setting(None, "Tiers this tenant may use, chat and embeddings tiers "
+                                                          "alike; unset: every tier. An explicit request for "
+                                                          "another gets 403.")
     allowed_models: tuple[str, ...] | None = setting(None, "Model names this tenant may request; unset: all.")
     min_tier: str | None = setting(None, "Choices below this tier are raised to it.")
     max_tier: str | None = setting(None, "Choices above this tier are lowered to it.")
@@ -368,6 +369,7 @@ class PoliciesConfig:
                                                      "alerts once per period, across replicas.", parse=_alerts)
     source: str = setting("<config>", internal=True)
     defaults_raw: dict = setting(factory=dict, internal=True)  # `defaults` as written: API tenants merge over it
+    embedding_tiers: tuple[str, ...] = setting((), internal=True)  # names allowed_tiers may list besides the chat tiers
 
     @property
     def week_start_index(self) -> int:
@@ -411,9 +413,10 @@ def _pinned_routes(f: Fields, key: str, tiers: list[str]) -> dict[str, str]:
     return pinned
 
 
-def parse_policy(f: Fields, tiers: list[str]) -> TenantPolicy:
+def parse_policy(f: Fields, tiers: list[str], embedding_tiers: Sequence[str] = ()) -> TenantPolicy:
+    """`tiers`: the chat tiers by ascending level; allowed_tiers may name `embedding_tiers` too."""
     policy = parse_section(
-        TenantPolicy, f, allowed_tiers=lambda f, k: _allowed_tiers(f, k, tiers),
+        TenantPolicy, f, allowed_tiers=lambda f, k: _allowed_tiers(f, k, [*tiers, *embedding_tiers]),
         min_tier=lambda f, k: _tier_name(f, k, tiers), max_tier=lambda f, k: _tier_name(f, k, tiers),
         pinned_routes=lambda f, k: _pinned_routes(f, k, tiers))
     if abs(policy.tier_bias) > len(tiers):
@@ -439,7 +442,8 @@ def _keys(tenant: Fields, seen: dict[str, str]) -> tuple[ApiKey, ...]:
     return tuple(keys)
 
 
-def _tenants(t: Fields, defaults_raw: dict, tier_names: list[str], seen_hashes: dict[str, str]) -> dict:
+def _tenants(t: Fields, defaults_raw: dict, tier_names: list[str], seen_hashes: dict[str, str],
+             embedding_tiers: Sequence[str]) -> dict:
     tenants: dict[str, Tenant] = {}
     for name in list(t.raw):
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
@@ -448,20 +452,21 @@ def _tenants(t: Fields, defaults_raw: dict, tier_names: list[str], seen_hashes: 
         keys = _keys(entry, seen_hashes)
         overrides = {k: v for k, v in entry.raw.items() if k != "keys"}
         merged = Fields(deep_merge(defaults_raw, overrides), entry.path, t.source)
-        tenants[name] = Tenant(name, parse_policy(merged, tier_names), keys)
+        tenants[name] = Tenant(name, parse_policy(merged, tier_names, embedding_tiers), keys)
     t.finish()
     return tenants
 
 
 def parse_policies(policy_raw: dict | None, tenants_raw: dict | None, tier_names: list[str],
-                   source: str = "<config>") -> PoliciesConfig:
+                   source: str = "<config>", embedding_tiers: Sequence[str] = ()) -> PoliciesConfig:
     """Validate the two sections against the gateway's tier names (ascending level order)."""
     p = Fields(policy_raw, "policy", source)
     reject_moved(p, MOVED, "no longer a policy setting; set {where}, one setting for every Redis user")
     defaults_f = p.child("defaults")
-    defaults = parse_policy(defaults_f, tier_names)
+    defaults = parse_policy(defaults_f, tier_names, embedding_tiers)
     seen_hashes: dict[str, str] = {}
-    tenants = _tenants(Fields(tenants_raw, "tenants", source), defaults_f.raw, tier_names, seen_hashes)
+    tenants = _tenants(Fields(tenants_raw, "tenants", source), defaults_f.raw, tier_names, seen_hashes,
+                       embedding_tiers)
     config = parse_section(PoliciesConfig, p, defaults=lambda f, k: defaults)
     if config.admin_key_sha256 is not None and config.admin_key_sha256 in seen_hashes:
         p.fail("admin_key_sha256", f"same hash as {seen_hashes[config.admin_key_sha256]}")
@@ -471,7 +476,8 @@ def parse_policies(policy_raw: dict | None, tenants_raw: dict | None, tier_names
         seen_hashes[admin.sha256] = f"policy.admin_keys[{i}]"
     if config.anonymous_tenant is not None and config.anonymous_tenant not in tenants:
         p.fail("anonymous_tenant", f"names no tenant in tenants: {config.anonymous_tenant!r}")
-    return replace(config, tenants=tenants, source=source, defaults_raw=dict(defaults_f.raw))
+    return replace(config, tenants=tenants, source=source, defaults_raw=dict(defaults_f.raw),
+                   embedding_tiers=tuple(embedding_tiers))
 
 
 def deep_merge(base: dict, override: dict) -> dict:

@@ -91,7 +91,8 @@ def tier_index_for_level(levels: Sequence[int], level: int, among: Sequence[int]
 
 # -- tenant rules -------------------------------------------------------------------------------
 
-def _permitted(policy: TenantPolicy, tier: Any) -> bool:
+def permitted(policy: TenantPolicy, tier: Any) -> bool:
+    """The tenant may use `tier` (chat or embeddings): allowed_tiers and allowed_models."""
     return ((policy.allowed_tiers is None or _attr(tier, "name") in policy.allowed_tiers)
             and (policy.allowed_models is None or _attr(tier, "model") in policy.allowed_models))
 
@@ -107,7 +108,7 @@ def _explicit_index(requested: str, t: "_Tiers") -> int | None:
     if requested in t.names:
         return t.names.index(requested)
     serving = [i for i, tier in enumerate(t.tiers) if _attr(tier, "model") == requested]
-    permitted = [i for i in serving if _permitted(t.policy, t.tiers[i])]
+    permitted = [i for i in serving if permitted(t.policy, t.tiers[i])]
     return (permitted or serving or [None])[0]
 
 
@@ -147,7 +148,7 @@ class _Table:
         self.names = [_attr(t, "name") for t in tiers]
         self.levels = [_attr(t, "level") for t in tiers]
         self.low, self.high = _bounds(policy, self.names)
-        self.allowed = [i for i in range(self.low, self.high + 1) if _permitted(policy, tiers[i])]
+        self.allowed = [i for i in range(self.low, self.high + 1) if permitted(policy, tiers[i])]
         self._windows: tuple = (None, [])
 
     def windows(self, caps: Mapping[str, Capabilities]) -> list[tuple[int, int]]:
@@ -321,7 +322,7 @@ def _decide_named(t: _Tiers, usage: UsageSnapshot, trace: _Trace) -> Decision:
     explicit = _explicit_index(requested, t)
     if explicit is None:
         raise OpenAIError(404, f"model {requested!r} does not exist", param="model", code="model_not_found")
-    if not _permitted(policy, t.tiers[explicit]):
+    if not permitted(policy, t.tiers[explicit]):
         raise OpenAIError(403, f"model {requested!r} is not allowed for this tenant",
                           param="model", code="model_not_allowed")
     trace.add(StepKind.REQUESTED, lambda: {"model": requested, "tier": t.names[explicit]})

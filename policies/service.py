@@ -141,6 +141,17 @@ class PolicyService:
         then, spend = seen
         return Spend(*(spend.of(p) if then.label(p) == now.label(p) else 0 for p in PERIODS))
 
+    def _spend_known(self, tenant: Tenant) -> bool:
+        """Whether this replica has read the current period's spend for every hard budget of the
+        tenant and its key: a replica that never has must not count it from 0 while Redis is away."""
+        now = self._periods()
+        for key_id, budgets in ((None, tenant.policy.budgets), (tenant.key_id, key_budgets_of(tenant))):
+            hard = [p for p in PERIODS if budgets.amount(p, "hard") is not None]
+            seen = self._spent.get((tenant.name, key_id)) if hard else None
+            if hard and (seen is None or any(seen[0].label(p) != now.label(p) for p in hard)):
+                return False
+        return True
+
     def _remember(self, tenant: str, key_id: str | None, periods: Periods, spend: Spend) -> None:
         self._spent[(tenant, key_id)] = (periods, spend)
 
@@ -186,7 +197,9 @@ class PolicyService:
         """One request against the tenant's rate limits, for an endpoint that generates nothing
         (files, batches, usage, /v1/route): a spent budget does not refuse it, so a tenant can
         still read its usage and its results."""
-        await self.admit(replace(tenant, policy=replace(tenant.policy, budgets=Budgets())), request_id, 0, 0)
+        unbudgeted = replace(tenant, policy=replace(tenant.policy, budgets=Budgets()),
+                             keys=tuple(replace(key, budgets=Budgets()) for key in tenant.keys))
+        await self.admit(unbudgeted, request_id, 0, 0)
 
     # -- open requests ----------------------------------------------------------------------------
     async def hold(self, tenant: Tenant) -> Slot | None:
@@ -255,6 +268,12 @@ class PolicyService:
                 metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
                 raise OpenAIError(503, "rate-limit store unavailable; try again shortly",
                                   code="service_unavailable", headers={"Retry-After": "1"}) from None
+            if holds_budget(tenant) and reservation.cost_micro and not self._spend_known(tenant):
+                metrics.REDIS_UNAVAILABLE.labels("admit", "rejected_503").inc()
+                raise OpenAIError(503, f"the spend of tenant {tenant.name!r} against its hard budget is in the "
+                                       "rate-limit store, which this replica has not read yet and cannot reach; "
+                                       "try again shortly", code="service_unavailable",
+                                  headers={"Retry-After": "1"}) from None
             result = self.local.admit(tenant, limits_of(tenant), request_id, charge, reservation.cost_micro,
                                       (self.spent(tenant.name), self.spent(tenant.name, tenant.key_id)))
             metrics.REDIS_UNAVAILABLE.labels("admit", "local_limits").inc()
@@ -351,6 +370,8 @@ class PolicyService:
             self.usage_log.append(UsageRecord(**{**record.__dict__, "ledger": "unconfirmed"}))
             self.replica.queue_pending(tenant, record, token)
             for key_id in (None, tenant.key_id) if tenant.key_id else (None,):
+                if (tenant.name, key_id) not in self._spent:
+                    continue  # never read: it stays unknown (admit refuses its hard budgets meanwhile)
                 # local budgets see this spend until Redis is back
                 seen = self.spent(tenant.name, key_id)
                 self._remember(tenant.name, key_id, periods, Spend(*(seen.of(p) + record.cost_micro for p in PERIODS)))

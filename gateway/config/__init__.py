@@ -205,7 +205,8 @@ def parse_config(doc, source: str = "<config>") -> Config:
     by_level = [t.name for t in sorted(tiers, key=lambda t: t.level)]
     config = parse_section(
         Config, top, tiers=lambda f, key: tiers, embedding_tiers=lambda f, key: embedding_tiers,
-        policies=lambda f, key: parse_policies(f.get(key, None), f.get("tenants", None), by_level, source))
+        policies=lambda f, key: parse_policies(f.get(key, None), f.get("tenants", None), by_level, source,
+                                               [t.name for t in embedding_tiers]))
     _check_aliases(top, config.aliases, names)
     check_shared(top, config.cache, config.policies.tenants)
     config.source = source

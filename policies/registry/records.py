@@ -50,7 +50,8 @@ def check_name(name: Any, param: str) -> str:
 def tenant_policy(config: PoliciesConfig, tier_names: list[str], raw: dict, path: str = "policy") -> TenantPolicy:
     """The tenant's policy: its own fields over `policy.defaults`, read by the config's own parser."""
     try:
-        return parse_policy(Fields(deep_merge(config.defaults_raw, raw), path, "<body>"), tier_names)
+        return parse_policy(Fields(deep_merge(config.defaults_raw, raw), path, "<body>"), tier_names,
+                            config.embedding_tiers)
     except ConfigError as exc:
         raise _config_error(exc) from None
 
