@@ -134,7 +134,7 @@ class PolicyService:
     def spent(self, tenant: str, key_id: str | None = None) -> Spend:
         """The tenant's (or its key's own) spend of the current periods as this replica last saw it;
         a period that has ended since counts from 0."""
-        now = self._periods()
+        now = self.periods()
         seen = self._spent.get((tenant, key_id))
         if seen is None:
             return Spend()
@@ -144,7 +144,7 @@ class PolicyService:
     def _spend_known(self, tenant: Tenant) -> bool:
         """Whether this replica has read the current period's spend for every hard budget of the
         tenant and its key: a replica that never has must not count it from 0 while Redis is away."""
-        now = self._periods()
+        now = self.periods()
         for key_id, budgets in ((None, tenant.policy.budgets), (tenant.key_id, key_budgets_of(tenant))):
             hard = [p for p in PERIODS if budgets.amount(p, "hard") is not None]
             seen = self._spent.get((tenant.name, key_id)) if hard else None
@@ -155,7 +155,8 @@ class PolicyService:
     def _remember(self, tenant: str, key_id: str | None, periods: Periods, spend: Spend) -> None:
         self._spent[(tenant, key_id)] = (periods, spend)
 
-    def _periods(self) -> Periods:
+    def periods(self) -> Periods:
+        """The current day, week and month in policy.timezone."""
         return periods_at(self.clock(), self.week_start)
 
     # -- Redis with a fail mode ------------------------------------------------------------------
@@ -249,7 +250,7 @@ class PolicyService:
         `estimated_prompt_tokens`. `request_id` must be the server's own: it names the
         reservation, which is renewed while the request runs (renewal.py) and released by its
         settle."""
-        periods = self._periods()
+        periods = self.periods()
         self._member_seq += 1
         member = f"{request_id}:{os.getpid()}:{self._member_seq}"  # unique: a reused id cannot dodge the limit
         prompt, completion = max(0, int(estimated_prompt_tokens)), max(0, int(n)) * max(0, int(max_tokens))
@@ -350,7 +351,7 @@ class PolicyService:
         price = price or self._prices.get(tier_name)
         if price is None and served:
             raise ValueError(f"settle: unknown tier {tier_name!r}")
-        periods = self._periods()
+        periods = self.periods()
         record = UsageRecord(
             ts=round(time.time(), 3), request_id=request_id, tenant=tenant.name, key_id=tenant.key_id,
             tier=tier_name, prompt_tokens=int(prompt_tokens), completion_tokens=int(completion_tokens),

@@ -13,6 +13,11 @@ _NULLABLE_INT = {"type": ["integer", "null"]}
 _LIMITS = {"type": ["object", "null"], "properties": {"requests_per_minute": {"type": "integer", "minimum": 1},
                                                        "tokens_per_minute": {"type": "integer", "minimum": 1},
                                                        "max_concurrent_requests": {"type": "integer", "minimum": 1}}}
+_BUDGET = {"type": "object", "additionalProperties": False,
+           "properties": {"soft": {"type": "number", "minimum": 0}, "hard": {"type": "number", "minimum": 0}}}
+_BUDGETS = {"type": ["object", "null"], "additionalProperties": False,
+            "description": "The key's own budgets in USD, on top of its tenant's: a request needs room in both",
+            "properties": {f"{period}_usd": _BUDGET for period in ("daily", "weekly", "monthly")}}
 _KEY_FIELDS = {
     "description": {"type": ["string", "null"], "maxLength": 256},
     "owner": {"type": ["string", "null"], "maxLength": 256},
@@ -22,6 +27,7 @@ _KEY_FIELDS = {
     "expires_in_s": {"type": "integer", "minimum": 1, "description": "Sets expires_at to now plus this"},
     "rate_limits": _LIMITS,
     "allowed_models": {"type": ["array", "null"], "maxItems": 64, "items": {"type": "string"}},
+    "budgets": _BUDGETS,
 }
 _PAGE = [{"name": "limit", "in": "query", "required": False,
           "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}]
@@ -48,7 +54,10 @@ SCHEMAS = {
                         "properties": {"tenant": {"type": "string"}, **_KEY_FIELDS}},
     "AdminAlert": {"type": "object", "required": ["id", "tenant", "budget", "period", "percent", "status"],
                    "properties": {"id": {"type": "string", "description": "Also the webhook's Idempotency-Key"},
-                                  "tenant": {"type": "string"}, "budget": {"enum": ["daily", "monthly"]},
+                                  "tenant": {"type": "string"},
+                                  "key_id": {"type": ["string", "null"],
+                                             "description": "A key's own budget; null: the tenant's"},
+                                  "budget": {"enum": ["daily", "weekly", "monthly"]},
                                   "period": {"type": "string"}, "percent": {"type": "integer"},
                                   "amount_micro": {"type": "integer"}, "spend_micro": {"type": "integer"},
                                   "created_at": {"type": "number"},

@@ -15,7 +15,7 @@ from policies.costs import micro_to_usd
 
 def body_of(alert: dict) -> bytes:
     return json.dumps({"object": "tiergate.budget_alert", "id": alert["id"], "tenant": alert["tenant"],
-                       "budget": alert["budget"], "period": alert["period"],
+                       "key_id": alert.get("key_id"), "budget": alert["budget"], "period": alert["period"],
                        "threshold_percent": alert["percent"], "budget_usd": micro_to_usd(alert["amount_micro"]),
                        "spend_usd": micro_to_usd(alert["spend_micro"]), "created_at": alert["created_at"]},
                       separators=(",", ":"), sort_keys=True).encode()

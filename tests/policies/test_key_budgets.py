@@ -15,7 +15,8 @@ from policies.alerts.store import AlertStore
 from policies.config import AlertSettings
 from policies.periods import next_reset, periods_at
 from policies.rebuild import rebuild_ledger
-from policies.store import Spend
+from policies.local_limits import LocalLimits
+from policies.store import ADMITTED, OVER_BUDGET, Spend, limits_of
 from wire.errors import OpenAIError
 
 TOKYO = ZoneInfo("Asia/Tokyo")
@@ -63,7 +64,7 @@ async def test_a_settle_charges_the_tenant_and_the_key_once_and_releases_both_ho
         assert int(await a.store.redis.hget(keys.reserved_amounts("acme", owner), "#total")) == 400
     for replica in (a, a, b):  # a retried settle, and the same request settled by another replica
         await replica.settle(admission, "r1", "expert", 1000, 1000)
-    periods = a._periods()
+    periods = a.periods()
     assert await a.store.spend_of("acme", periods) == Spend(SPENT, SPENT, SPENT)
     assert await a.store.spend_of("acme", periods, "k0") == Spend(SPENT, SPENT, SPENT)
     for owner in (None, "k0"):
@@ -146,3 +147,26 @@ async def test_a_keys_thresholds_alert_once_per_period(make_service, shared_redi
         await _spend(replicas[0], replicas[0].authenticate("Bearer ka"), f"r-next-{n}")
     fresh = [a for a in await store.page(100, None) if a["period"] == "2026-12-02"]
     assert sorted((a["key_id"], a["percent"]) for a in fresh) == [("k0", 50), ("k0", 80)]
+
+
+async def test_a_running_requests_hold_on_its_keys_budget_is_renewed(make_service):
+    service = make_service({"acme": {"keys": ["ka"], "key_budgets": {"k0": {"daily_usd": {"hard": 1}}}}})
+    tenant = service.authenticate("Bearer ka")
+    await service.admit(tenant, "r1", 10, 10)
+    redis, keys = service.store.redis, service.store.keys
+    await redis.zadd(keys.reservations("acme", "k0"), {"r1": 1})  # about to expire
+    await service.renewals.renew(tenant, ["r1"])  # what the renewal loop calls for a running request
+    assert await redis.zscore(keys.reservations("acme", "k0"), "r1") > 1e12
+    assert await redis.zscore(keys.reservations("acme"), "r1") is None  # the tenant has no hard budget
+
+
+async def test_without_redis_a_keys_budget_is_held_by_this_replicas_own_limits(make_service):
+    service = make_service({"acme": {"keys": ["ka"], "key_budgets": {"k0": {"daily_usd": {"hard": 0.05}}}}})
+    tenant = service.authenticate("Bearer ka")
+    local = LocalLimits()
+    first = local.admit(tenant, limits_of(tenant), "r1", 10, 20_000, (Spend(), Spend(20_000, 20_000, 20_000)))
+    second = local.admit(tenant, limits_of(tenant), "r2", 10, 20_000, (Spend(), Spend(20_000, 20_000, 20_000)))
+    assert first.status == ADMITTED and (second.status, second.what) == (OVER_BUDGET, "key_daily")
+    local.release("acme", "k0", "r1")
+    assert local.admit(tenant, limits_of(tenant), "r3", 10, 20_000,
+                       (Spend(), Spend(20_000, 20_000, 20_000))).status == ADMITTED

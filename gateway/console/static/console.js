@@ -275,16 +275,16 @@ async function showKeys() {
   $("key-tenant").replaceChildren(...tenants.data.map((t) => new Option(t.name, t.name)));
   if (chosen) $("key-tenant").value = chosen;
   const body = fillTable("keys", keys.data.map((k) => [k.id, k.tenant, k.prefix + "…", k.owner || "–",
-    when(k.expires_at), keyState(k), ""]));
+    when(k.expires_at), keyState(k), k.budgets ? JSON.stringify(k.budgets) : "–", ""]));
   keys.data.forEach((k, i) => {
-    const cell = body.rows[i].cells[6];
+    const cell = body.rows[i].cells[7];
     if (k.revoked_at) return;
     cell.append(keyButton("Rotate", () => keyAction(async () => showSecret(await admin(`/admin/keys/${k.id}/rotate`, "POST", {})))),
       keyButton("Revoke", () => keyAction(() => admin(`/admin/keys/${k.id}/revoke`, "POST", {}))));
     body.rows[i].dataset.keyId = k.id;
   });
   fillTable("alerts", alerts.data.map((a) => [new Date(a.created_at * 1000).toISOString().slice(0, 19),
-    a.tenant, a.budget, a.period, a.percent + "%", a.status, String(a.attempts)]));
+    a.key_id ? `${a.tenant} / ${a.key_id}` : a.tenant, a.budget, a.period, a.percent + "%", a.status, String(a.attempts)]));
   fillTable("audit", audit.data.map((e) => [new Date(e.ts * 1000).toISOString().slice(0, 19), e.who, e.action, e.target]));
 }
 
@@ -303,7 +303,10 @@ $("key-form").addEventListener("submit", (e) => {
   const fields = { tenant: $("key-tenant").value };
   if ($("key-owner").value.trim()) fields.owner = $("key-owner").value.trim();
   if ($("key-days").value) fields.expires_in_s = Number($("key-days").value) * 86400;
-  keyAction(async () => showSecret(await admin("/admin/keys", "POST", fields)));
+  keyAction(async () => {
+    if ($("key-budgets").value.trim()) fields.budgets = JSON.parse($("key-budgets").value);
+    showSecret(await admin("/admin/keys", "POST", fields));
+  });
 });
 
 const VIEWS = { overview: showOverview, routing: showRouting, quality: showQuality, workers: showWorkers, keys: showKeys };

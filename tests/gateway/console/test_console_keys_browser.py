@@ -87,6 +87,7 @@ def test_the_console_creates_rotates_and_revokes_keys(stack):
 
             page.select_option("#key-tenant", "team-web")
             page.fill("#key-owner", "ana")
+            page.fill("#key-budgets", '{"weekly_usd": {"hard": 20}}')
             page.click("#key-create")
             page.wait_for_selector("#key-secret-box:not([hidden])")
             secret, key_id = page.text_content("#key-secret"), page.text_content("#key-secret-id")
@@ -94,6 +95,7 @@ def test_the_console_creates_rotates_and_revokes_keys(stack):
             page.wait_for_selector(f"#keys tbody tr[data-key-id='{key_id}']")
             row = next(r for r in _rows(page, "keys") if r[0] == key_id)
             assert row[1:4] == ["team-web", secret[:10] + "…", "ana"] and row[5] == "active"
+            assert json.loads(row[6]) == {"weekly_usd": {"hard": 20}}
             assert secret not in page.text_content("#keys")  # listings never show a secret
 
             page.click(f"#keys tbody tr[data-key-id='{key_id}'] button:text('Rotate')")
