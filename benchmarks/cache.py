@@ -1,5 +1,5 @@
 """The exact response cache's cost on the request path and what it saves, on traces with repeat
-rates of 0, 10, 30 and 50%: `python -m benchmarks.cache [--requests 2000]`.
+rates of 0, 10, 30 and 50%: `python -m benchmarks.cache [--requests 2000] [--semantic]`.
 
 Each trace is a sequence of temperature-0 chat requests of one tenant; with probability r a
 request repeats an earlier one (chosen uniformly), else it is new. The cache runs as the request
@@ -12,7 +12,9 @@ tokens, priced at the tier's $3 / $15 per million and billed $0 on a hit.
 Reported per trace: hit rate, cost saved (USD and share of the uncached cost), the p50 the
 cache adds to a miss (key, Redis lookup, scheduling the write) and the p50 of a whole hit
 (key, lookup, replay of the 1 KB answer). Goals (issue 59): a miss adds <= 0.2 ms, a hit takes
-<= 1 ms. The last line is one JSON object."""
+<= 1 ms. `--semantic` turns the tenant's semantic cache on: a miss then also pays its probe (the
+answer-bearing fingerprint, the router's vector, the index lookup); every question here is new
+in content, so it never hits. The last line is one JSON object."""
 from __future__ import annotations
 
 import argparse
@@ -37,7 +39,7 @@ def _answer(text: str) -> bytes:
                                  "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}}).encode()
 
 
-def _services(prefix: str):
+def _services(prefix: str, semantic: bool):
     import redis.asyncio as aioredis
 
     from gateway.config import parse_config
@@ -49,7 +51,8 @@ def _services(prefix: str):
 
     doc = {"tiers": [{"name": "small", "level": 1, "model": "m", "workers": [{"url": "http://unused.test"}],
                       "price_per_mtok": {"input": PRICE[0], "output": PRICE[1]}}],
-           "redis": {"url": SHARED_REDIS, "key_prefix": prefix}, "cache": {"enabled": True}}
+           "redis": {"url": SHARED_REDIS, "key_prefix": prefix}, "cache": {"enabled": True},
+           "policy": {"defaults": {"cache": {"semantic": {"enabled": semantic}}}}}
     return assemble(parse_config(doc), ClassifierSlot(PromptLengthClassifier()), None,
                     http_transport(None, 1.0, 1.0), OpenPolicy(), aioredis.from_url(SHARED_REDIS))  # no worker is called
 
@@ -76,19 +79,19 @@ async def _trace(services, rate: float, requests: int, seed: int) -> dict:
         total += cost
         started = time.perf_counter()
         plan = cache.plan(request, Controls())
-        entry = await cache.lookup(request, plan)
-        if entry is not None:
-            await serve_hit(request, entry, Delivery())
+        found = await cache.find(request, plan)
+        if found.entry is not None:
+            await serve_hit(request, found.entry, Delivery(), found.result)
             hit_ms.append((time.perf_counter() - started) * 1000)
             saved += cost
             continue
         looked = time.perf_counter()
         answer = _answer(("x" * 1000) + question[:20])  # the worker's answer, not the cache's time
         tier = request.route.tier
-        outcome = Outcome("chat", False, tier, 1, SimpleNamespace(response=SimpleNamespace(status=200), body=answer),
+        outcome = Outcome("chat", False, tier, 1, SimpleNamespace(response=SimpleNamespace(status=200, headers={}), body=answer),
                           Usage(PROMPT_TOKENS, COMPLETION_TOKENS, True), request.id, cut=False, stream_error=False)
         kept_from = time.perf_counter()
-        cache.keep(request, plan, outcome, None)
+        cache.keep(request, plan, outcome, None, found.probe)
         miss_ms.append((looked - started + time.perf_counter() - kept_from) * 1000)
         await cache.writes.drain()
     return {"repeat_rate": rate, "requests": requests, "hit_rate": round(len(hit_ms) / requests, 4),
@@ -99,11 +102,11 @@ async def _trace(services, rate: float, requests: int, seed: int) -> dict:
             "hits": hit_ms, "misses": miss_ms}
 
 
-async def _measure(requests: int) -> dict:
+async def _measure(requests: int, semantic: bool) -> dict:
     from launcher.processes import delete_prefix
 
     prefix = f"bench-cache:{uuid.uuid4().hex[:8]}:"
-    services = _services(prefix)
+    services = _services(prefix, semantic)
     traces = []
     try:
         for n, rate in enumerate(RATES):
@@ -114,7 +117,7 @@ async def _measure(requests: int) -> dict:
         delete_prefix(prefix)
     hits = [ms for t in traces for ms in t.pop("hits")]
     misses = [ms for t in traces for ms in t.pop("misses")]
-    return {"benchmark": "cache", "answer_bytes": 1024, "requests_per_trace": requests,
+    return {"benchmark": "cache", "semantic": semantic, "answer_bytes": 1024, "requests_per_trace": requests,
             "hit_ms_p50": round(statistics.median(hits), 4), "miss_added_ms_p50": round(statistics.median(misses), 4),
             "hit_rate": {str(int(t["repeat_rate"] * 100)): t["hit_rate"] for t in traces},
             "cost_saved_share": {str(int(t["repeat_rate"] * 100)): t["cost_saved_share"] for t in traces},
@@ -124,8 +127,9 @@ async def _measure(requests: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="requests per trace")
+    parser.add_argument("--semantic", action="store_true", help="the tenant's semantic cache on (its probe on a miss)")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(_measure(args.requests))))
+    print(json.dumps(asyncio.run(_measure(args.requests, args.semantic))))
 
 
 if __name__ == "__main__":

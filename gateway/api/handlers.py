@@ -18,7 +18,7 @@ from ..admin.view import sees_everything
 from ..cache.controls import from_headers, take_controls
 from ..cache.entry import Recorder
 from ..cache.hit import serve_hit
-from ..cache.service import BYPASS, MISS
+from ..cache.service import BYPASS, MISS, NOT_FOUND, SEMANTIC
 from ..core.context import CACHE, CTX, RequestContext, credentials
 from ..config import AUTO
 from .embeddings import plan_embeddings_route
@@ -100,14 +100,17 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
         except OpenAIError as refusal:
             refusal.headers.update(ctx.headers(request.route.tier))
             raise cascade_refusal(refusal, request) from None
-        entry = await services.cache.lookup(request, plan) if plan is not None and plan.read else None
-        if entry is not None:
-            outcome, sample = await serve_hit(request, entry, delivery), None
+        found = await services.cache.find(request, plan) if plan is not None else NOT_FOUND
+        if found.entry is not None:
+            outcome, sample = await serve_hit(request, found.entry, delivery, found.result), None
+            if found.result == SEMANTIC:
+                services.sinks.quality.sample_cached(request, found.entry.payloads, found.entry.stream,
+                                                     services.cache.semantic.verdicts(tenant.name, plan.semantic))
         else:
             sample = None if call.kind == "embeddings" else services.sinks.quality.begin(request)
             outcome, recorder = await _generate(services, request, plan, delivery, sample)
             if plan is not None and plan.write:  # before conclude: a client gone cancels what follows its settle
-                kept = services.cache.keep(request, plan, outcome, recorder)
+                kept = services.cache.keep(request, plan, outcome, recorder, found.probe)
                 if kept not in (None, "stored"):
                     metrics.METRICS.cache.labels(tenant.name, request.route.tier.name, kept).inc()
         await conclude(outcome, Admitted(request, admission, sample), services.sinks)

@@ -59,6 +59,7 @@ async def clear(request: web.Request) -> web.Response:
     cleared = 0
     for scope in scopes:
         cleared += await store.clear(prefix, scope, tier)
+        services.cache.semantic.index.clear(scope, tier)  # this process's; another's finds the answers gone
     return web.json_response({"cleared": cleared, "scopes": scopes, "tier": tier})
 
 

@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from policies.config import CachePolicy
+from policies.config import CachePolicy, SemanticCachePolicy
 from wire.errors import bad_request
 from wire.model_identity import IDENTITY_HEADER
 
@@ -17,11 +17,12 @@ from ..core.request import GatewayRequest
 from .config import CacheConfig
 from .controls import Controls
 from .entry import Entry, Recorder, one_line
-from .key import cache_key
+from .key import cache_key, context_key
+from .semantic import Probe, SemanticCache
 from .store import CacheStore
 
 log = logging.getLogger(__name__)
-HIT, MISS, BYPASS = "hit", "miss", "bypass"
+HIT, SEMANTIC, MISS, BYPASS = "hit", "semantic", "miss", "bypass"
 CACHED_KINDS = ("chat", "completion")
 
 
@@ -35,6 +36,20 @@ class Plan:
     ttl_s: int = 0
     max_age_s: int | None = None
     quota: int = 0
+    semantic: SemanticCachePolicy | None = None  # the tenant's, where it has the semantic cache on
+    identity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a lookup found: the entry to serve and how (hit or semantic), and the prompt as the
+    semantic index files it (to remember a fresh answer by)."""
+    entry: Entry | None = None
+    result: str | None = None
+    probe: Probe | None = None
+
+
+NOT_FOUND = Found()
 
 
 class PendingWrites:
@@ -88,6 +103,7 @@ class ResponseCache:
     store: CacheStore | None    # None: no Redis, no cache
     identities: dict[str, str]  # tier -> model identity (cache/identity.py)
     writes: PendingWrites
+    semantic: SemanticCache     # the process's semantic index and each tenant's similarity bar
 
     def plan(self, request: GatewayRequest, controls: Controls) -> Plan | None:
         """None where the cache is not in use (off on this gateway, embeddings); a bypass plan
@@ -109,14 +125,38 @@ class ResponseCache:
         wanted = controls.asks or (controls.mode is None and policy.mode == "deterministic" and deterministic(request))
         if not wanted or (controls.no_cache and controls.no_store):
             return Plan(scope)
-        key = cache_key(request, self.identities.get(request.route.tier.name, ""))
-        return Plan(scope, key, read=not controls.no_cache, write=not controls.no_store,
-                    ttl_s=controls.ttl_s or policy.ttl_s, max_age_s=controls.max_age_s, quota=quota)
+        identity = self.identities.get(request.route.tier.name, "")
+        return Plan(scope, cache_key(request, identity), read=not controls.no_cache, write=not controls.no_store,
+                    ttl_s=controls.ttl_s or policy.ttl_s, max_age_s=controls.max_age_s, quota=quota,
+                    semantic=policy.semantic if policy.semantic.enabled else None, identity=identity)
 
-    async def lookup(self, request: GatewayRequest, plan: Plan) -> Entry | None:
+    async def find(self, request: GatewayRequest, plan: Plan) -> Found:
+        """The exact entry; failing that, for a tenant with the semantic cache on, a similar
+        prompt's (semantic.py)."""
+        entry = await self.lookup(request, plan, plan.key) if plan.read else None
+        if entry is not None:
+            return Found(entry, HIT)
+        if plan.semantic is None:
+            return NOT_FOUND
+        try:
+            probe = self.semantic.probe(request.kind, request.body, context_key(request, plan.identity))
+        except Exception as exc:  # noqa: BLE001 - the router's vectors unreadable: the exact cache still works
+            log.warning("semantic cache unavailable: %s", exc)
+            return NOT_FOUND
+        if probe is None or not plan.read:
+            return Found(probe=probe)
+        for _, key in self.semantic.candidates(plan.scope, request.tenant.name, probe, plan.semantic):
+            entry = await self.lookup(request, plan, key)
+            if entry is not None:
+                self.semantic.index.touch(plan.scope, key)
+                return Found(entry, SEMANTIC, probe)
+            self.semantic.index.forget(plan.scope, key)  # expired, evicted or cleared from the store
+        return Found(probe=probe)
+
+    async def lookup(self, request: GatewayRequest, plan: Plan, key: str) -> Entry | None:
         """The entry to serve, or None; Redis trouble is a miss."""
         try:
-            raw = await self.store.get(request.config.redis.key_prefix, plan.scope, plan.key)
+            raw = await self.store.get(request.config.redis.key_prefix, plan.scope, key)
             entry = Entry.decode(raw) if raw is not None else None
         except Exception as exc:  # noqa: BLE001 - any Redis or decoding failure: generate instead
             METRICS.redis_errors.labels("cache_get").inc()
@@ -126,7 +166,8 @@ class ResponseCache:
             return None
         return entry
 
-    def keep(self, request: GatewayRequest, plan: Plan, outcome, recorder: Recorder | None) -> str | None:
+    def keep(self, request: GatewayRequest, plan: Plan, outcome, recorder: Recorder | None,
+             probe: Probe | None = None) -> str | None:
         """Write a complete answer of the planned tier after it was delivered; what came of it
         (None: nothing to keep)."""
         entry = self._entry(request, outcome, recorder)
@@ -137,7 +178,7 @@ class ResponseCache:
         value = entry.encode()
         if len(value) > self.settings.max_entry_bytes:
             return "too_large"
-        write = self._write(request, plan, value)
+        write = self._write(request, plan, value, probe)
         if not self.writes.start(write, self.settings.max_pending_writes):
             write.close()
             return "queue_full"
@@ -160,7 +201,7 @@ class ResponseCache:
         return Entry(request.kind, outcome.stream, request.route.tier.name, usage.prompt_tokens,
                      usage.completion_tokens, int(time.time() * 1000), payloads)
 
-    async def _write(self, request: GatewayRequest, plan: Plan, value: bytes) -> None:
+    async def _write(self, request: GatewayRequest, plan: Plan, value: bytes, probe: Probe | None) -> None:
         try:
             stored, _, evicted = await self.store.put(request.config.redis.key_prefix, plan.scope, plan.key, value,
                                                       plan.ttl_s, plan.quota, request.route.tier.name)
@@ -173,3 +214,5 @@ class ResponseCache:
             METRICS.cache.labels(request.tenant.name, tier, "evicted").inc(evicted)
         if not stored:
             METRICS.cache.labels(request.tenant.name, tier, "too_large").inc()
+        elif probe is not None and plan.semantic is not None:
+            self.semantic.remember(plan.scope, plan.key, probe, tier, plan.semantic)

@@ -28,7 +28,7 @@ from ..config import Config, Tier
 from .metrics import METRICS, Counter, Gauge
 
 # Why a request ended on its tier (the decision's routed_by, a policy move split by direction).
-CACHE_RESULTS = ("hit", "miss", "bypass")  # what the response cache did for a request (gateway/cache/)
+CACHE_RESULTS = ("hit", "semantic", "miss", "bypass")  # what the response cache did for a request (gateway/cache/)
 ROUTING_REASONS = ("escalation", "failover", "pinned", "policy_downgrade", "policy_upgrade", "classifier", "explicit")
 
 TOP_TIER_COST = Counter("tiergate_cost_top_tier_usd_total",

@@ -26,7 +26,7 @@ from policies.costs import TierPrice, tier_price
 
 from .accounting import Accounted, publish_spend, record_cost, record_hit, record_request
 from ..console.activity import ActivityLog, Served
-from .context import RequestContext
+from .context import SERVED_FROM_CACHE, RequestContext
 from .metrics import METRICS
 from .policy_seam import OpenPolicy, PolicyService
 from ..quality.monitor import QualityMonitor
@@ -66,7 +66,7 @@ async def conclude(outcome: Outcome, admitted: Admitted, sinks: Sinks) -> None:
             opened.response.close()
         else:
             opened.response.release()
-    hit = outcome.cache == "hit"
+    hit = outcome.cache in SERVED_FROM_CACHE
     if outcome.cache is not None:
         METRICS.cache.labels(tenant, route.tier.name, outcome.cache).inc()
     if hit:  # a worker's latency and tokens are not the cache's
@@ -96,7 +96,7 @@ async def _settle(policy: PolicyService, admission, request: GatewayRequest, out
                                 usage_source=other.usage.source, **cascade)
         await policy.settle(admission, outcome.attempt_id, outcome.served.name, usage.prompt_tokens,
                             usage.completion_tokens, usage_source=usage.source,
-                            price=hit_price(request) if outcome.cache == "hit" else None, **cascade)
+                            price=hit_price(request) if outcome.cache in SERVED_FROM_CACHE else None, **cascade)
         if isinstance(policy, TenantPolicies):  # a test's own policy has no spend to publish
             publish_spend(policy, request.tenant.name)
     except Exception:  # settle failures are the policy's to report; the answer already left

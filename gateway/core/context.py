@@ -14,7 +14,8 @@ from webwire.tracing import current_span
 
 TIER, MODEL, BACKEND, OVERHEAD = "x-tiergate-tier", "x-tiergate-model", "x-tiergate-backend", "x-tiergate-overhead-ms"
 CLIENT_REQUEST_ID = "x-client-request-id"
-CACHE = "x-tiergate-cache"  # hit, miss or bypass: what the response cache did for this answer
+CACHE = "x-tiergate-cache"  # hit, semantic, miss or bypass: what the response cache did for this answer
+SERVED_FROM_CACHE = ("hit", "semantic")  # the same request's answer, or a similar prompt's (gateway/cache/)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,7 @@ class _Metrics:
                                   ["tier", "backend"])
         self.batch_lines = Counter("tiergate_batch_lines_total", "Batch lines finished, or put off for later "
                                    "(rate limit, budget, no worker)", ["outcome"])
-        self.cache = Counter("tiergate_cache_total", "Response cache: requests served from it (hit), looked up "
+        self.cache = Counter("tiergate_cache_total", "Response cache: requests served from it (hit; semantic: a similar prompt's answer), looked up "
                              "and not found (miss), not eligible or told not to read it (bypass); answers "
                              "not kept (too_large, queue_full, stale_identity: its worker is not the model its card "
                              "said) and entries evicted", ["tenant", "tier", "result"])

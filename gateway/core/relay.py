@@ -29,7 +29,7 @@ from ..config import Config, Tier
 from .cascade import ESCALATED, KEPT, SKIPPED, CascadePlan, CascadeVerdict, judge, whole_confidence, without_logprobs
 from .answer_text import generated_texts
 from .cascade_stream import cascade_stream
-from .context import CACHE, RequestContext
+from .context import CACHE, SERVED_FROM_CACHE, RequestContext
 from .metrics import METRICS
 from .request import GatewayRequest
 from .shape_check import shape_fault, structured_schema
@@ -58,14 +58,14 @@ class Outcome:
     error: BaseException | None = None        # ...or what it raised instead
     # attempts billed besides `attempt_id`: answers a shape re-ask replaced, attempts given up on
     other_attempts: tuple[AttemptBill, ...] = ()
-    cache: str | None = None                  # hit, miss or bypass (gateway/cache/); None: the cache is not in use
+    cache: str | None = None                  # hit, semantic, miss or bypass (gateway/cache/); None: not in use
     cascade: CascadeVerdict | None = None     # what the cascade came to; None: not asked for
 
     @property
     def backend(self) -> str:
         if self.opened is not None:
             return self.opened.backend.label
-        return "cache" if self.cache == "hit" else "none"
+        return "cache" if self.cache in SERVED_FROM_CACHE else "none"
 
     def deliver(self, ctx: RequestContext) -> web.StreamResponse:
         """The answer (or the error) with the x-tiergate-* headers of what it came to; a stream

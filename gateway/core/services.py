@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ..cache.identity import tier_identities
+from ..cache.semantic import SemanticCache
 from ..cache.service import PendingWrites, ResponseCache
 from ..cache.store import CacheStore
 from .affinity import AffinityIndex
@@ -47,7 +48,7 @@ def assemble(config: Config, classifiers: ClassifierSlot, quality: QualityShift,
                     Upstreams(pools, AffinityIndex(redis), RetryBudget(), transport.post),
                     Sinks(policy, ActivityLog(redis, config.redis.key_prefix, config.console), quality),
                     ResponseCache(config.cache, CacheStore(redis) if redis is not None else None,
-                                  tier_identities(config, pools), PendingWrites()),
+                                  tier_identities(config, pools), PendingWrites(), SemanticCache()),
                     transport, redis)
 
 

@@ -145,6 +145,28 @@ class QualityMonitor:
             log.exception("quality sampling failed to start")
             return None
 
+    def sample_cached(self, request: GatewayRequest, payloads: tuple[bytes, ...], stream: bool,
+                      on_verdict: Callable[[bool], None]) -> None:
+        """A semantic cache hit, drawn at the tier's sampling rate: is the cached answer what its
+        tier answers to this prompt? The verdict goes to `on_verdict` (the tenant's similarity
+        bar), not to the tier's statistics: the tier did not answer this prompt."""
+        q, route = self.config, request.route
+        rate = route.decision.sampling_rate
+        if not q.enabled or self.queue is None or random.random() >= (q.sampling_rate if rate is None else rate):
+            return
+        sample = Sample(request_id=request.id, tenant=request.tenant.name, kind=request.kind, body=request.body,
+                        route=route, candidate_tier=route.tier, shadow=False, predicted_level=None,
+                        reference_tier=route.tier, served_tier=route.tier, on_verdict=on_verdict)
+        if stream:
+            sample.events = list(payloads)
+        else:
+            sample.served_body = payloads[0]
+        try:
+            self.queue.put_nowait(sample)
+            self._count(sample, "sampled")
+        except asyncio.QueueFull:
+            self._count(sample, "dropped")
+
     def submit(self, sample: Sample, outcome) -> None:
         """`outcome`: the request's relay.Outcome; only a clean 200 answer is worth judging."""
         try:
@@ -193,6 +215,9 @@ class QualityMonitor:
         if candidate_tier is None or top is None:
             gone = sample.candidate_tier.name if candidate_tier is None else sample.reference_tier.name
             raise LookupError(f"tier {gone} is gone after a reload")
+        if sample.on_verdict is not None:
+            await self._judge_cached(sample, candidate_tier)
+            return
         if sample.shadow:
             candidate = await self._ask(sample, candidate_tier)
             served_top = sample.served_tier.level >= top.level
@@ -241,6 +266,12 @@ class QualityMonitor:
                         sample.tenant, tier, "raised" if recorded.changed > 0 else "relaxed", recorded.step,
                         recorded.failure_rate, recorded.window_size)
             await self.refresh()
+
+    async def _judge_cached(self, sample: Sample, tier) -> None:
+        reference = await self._ask(sample, tier)
+        verdict = await self.scorer.score(sample.served_answer(), reference, self.config.similarity_threshold)
+        self._count(sample, "passed" if verdict.passed else "failed")
+        sample.on_verdict(verdict.passed)
 
     async def _learn(self, sample: Sample, level: int, passed: bool, top_level: int) -> None:
         """The verdict as an outcome: `level` passed or not, the top tier (the reference) did. With keys,

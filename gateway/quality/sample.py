@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .checks import Answer
 
@@ -31,6 +32,8 @@ class Sample:
     events: list[bytes] = field(default_factory=list)
     tapped: int = 0
     overflow: bool = False
+    # a semantic cache hit: judged against its own tier's fresh answer, the verdict goes here
+    on_verdict: Callable[[bool], None] | None = None
 
     def tap(self, data: bytes) -> None:
         """Called by the stream relay with each SSE data payload; O(1), bounded."""
