@@ -1,8 +1,9 @@
 """The semantic cache on the request path, in process against a scripted upstream and the
 shared Redis: off unless the tenant turns it on, a paraphrase is served a similar prompt's
 answer and a near duplicate with another number or name is not, tenants never share entries,
-the index is bounded, invalidation and a new model identity leave nothing to serve, a stream is
-replayed like an exact hit, and a semantic hit is marked and billed at the cache's price."""
+the index is bounded, invalidation (the admin call, another process's clear, a new model
+identity) leaves nothing to serve, a stream is replayed like an exact hit, and a semantic hit
+is marked and billed at the cache's price."""
 from __future__ import annotations
 
 import glob
@@ -14,14 +15,17 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from gateway.api.handlers import serve
+from gateway.cache import admin
 from gateway.cache.identity import tier_identities
+from gateway.config import parse_config
 from gateway.core.relay import Delivery
+from gateway.core.services import SERVICES
+from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.cache.cache_helpers import KEYS, ask, cache_config, cached_services, numbered_upstream, text
 from tests.support.in_process import chat_call, services_for
 from tests.support.scripted_transport import Reply, ScriptedTransport, sse
 from typedconfig import ConfigError
-from gateway.config import parse_config
 
 ON = {"cache": {"semantic": {"enabled": True}}}
 ASKED = "What is the population of Peru?"
@@ -78,6 +82,16 @@ async def test_off_by_default_and_never_across_tenants(redis_prefix):
     assert (await ask(services, "initech", **said(REWORDED)))[1] == "miss"  # initech never turned it on
     assert (await ask(services, "acme", **said(REWORDED)))[1] == "semantic"
     assert text((await ask(services, "globex", **said(ASKED)))[0]) == "answer 2"  # its own, by its reword
+
+
+async def test_a_shared_cache_shares_semantic_hits_only_among_its_members(redis_prefix):
+    upstream = numbered_upstream()
+    services = semantic_services(redis_prefix, upstream, cache={"shared": {"org": ["acme", "globex"]}},
+                                 tenants={"initech": ON})
+    await ask(services, "acme", **said(ASKED))
+    answer, status = await ask(services, "globex", **said(REWORDED))
+    assert status == "semantic" and text(answer) == "answer 1"
+    assert (await ask(services, "initech", **said(REWORDED)))[1] == "miss"
 
 
 async def test_the_index_is_bounded_per_tenant(redis_prefix):
@@ -155,3 +169,27 @@ def test_an_unknown_semantic_setting_is_refused_by_name():
     with pytest.raises(ConfigError) as refused:
         parse_config(cache_config("p:", tenants={"acme": {"cache": {"semantic": {"enabled": True, "treshold": 0.9}}}}))
     assert "cache.semantic.treshold" in str(refused.value)
+
+
+async def test_the_admin_clear_empties_this_processs_index_for_what_it_names(redis_prefix):
+    doc = cache_config(redis_prefix, tenants={"acme": ON, "globex": ON})
+    doc["policy"] = {"admin_key_sha256": hash_key("sk-semantic-admin")}
+    services = services_for(doc, numbered_upstream())
+    await ask(services, "acme", **said(ASKED))
+    await ask(services, "globex", **said(ASKED))
+
+    @web.middleware
+    async def snapshot(request, handler):
+        request[SERVICES] = services
+        return await handler(request)
+
+    app = web.Application(middlewares=[snapshot])
+    admin.add_routes(app)
+    async with TestClient(TestServer(app)) as client:
+        cleared = await client.post("/admin/cache/clear", json={"tenant": "acme"},
+                                    headers={"Authorization": "Bearer sk-semantic-admin"})
+        assert cleared.status == 200 and (await cleared.json())["cleared"] == 1
+    index = services.cache.semantic.index
+    assert index.used("t:acme")[0] == 0 and index.used("t:globex")[0] == 1
+    assert (await ask(services, "acme", **said(REWORDED)))[1] == "miss"
+    assert (await ask(services, "globex", **said(REWORDED)))[1] == "semantic"
