@@ -283,7 +283,7 @@ class PolicyService:
             # nothing was charged in Redis: a settle that reaches it charges the real usage in full
             return replace(admission, limited=False, charged_tokens=0)
         self._remember(tenant.name, None, periods, result.tenant_spend)
-        if tenant.key_id:
+        if tenant.key_id and key_budgets_of(tenant).any:  # admit reads a key's spend only when it has budgets
             self._remember(tenant.name, tenant.key_id, periods, result.key_spend)
         if result.status != ADMITTED:
             raise self._refusal(tenant, result)

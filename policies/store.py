@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from policies.atomic import Atomic
 from policies.config import ApiKey, Budgets, RateLimits, Tenant
 from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, WEEK_TTL_S, KeySpace
-from policies.periods import PERIODS, Periods
+from policies.periods import Periods
 from policies.usage_log import UsageRecord, record_periods
 
 _LUA = Path(__file__).with_name("lua")
@@ -135,7 +135,8 @@ class PolicyStore:
                   _hard(budgets, "daily"), _hard(budgets, "monthly"),
                   held.id if held else "", reservation.cost_micro if reservation else 0,
                   held.ttl_ms if held else 0, self.admitted_mark_ms, _hard(budgets, "weekly"),
-                  *(_hard(key_budgets, p) for p in PERIODS)])
+                  _hard(key_budgets, "daily"), _hard(key_budgets, "weekly"), _hard(key_budgets, "monthly"),
+                  1 if key_budgets.any else 0])
         return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]),
                            int(reply[5]), _spend(reply[6:9]))
 

@@ -10,7 +10,8 @@
 -- ARGV: 1 member (unique per admit), 2 tokens to charge (prompt + n x max_tokens), 3 tenant rpm, 4 tenant tpm,
 --       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none),
 --       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms,
---       12 admitted marker ttl ms, 13 weekly hard, 14-16 the key's daily, weekly, monthly hard (-1 = none)
+--       12 admitted marker ttl ms, 13 weekly hard, 14-16 the key's daily, weekly, monthly hard (-1 = none),
+--       17 '1' when the key has budgets of its own (else its spend is neither read nor held: 0s returned)
 -- Returns {status, retry_after_ms, day_spend, month_spend, what, week_spend, key day, key week, key month};
 -- status 0 ok, 1 rate limited, 2 budget (retry_after_ms 0 for a budget: it is spent until it resets; else
 -- live reservations may free it sooner). `what` names the limit: daily, ..., key_daily, ...
@@ -20,7 +21,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function spent(key) return tonumber(redis.call('GET', key) or '0') end
 local day, week, month = spent(KEYS[5]), spent(KEYS[10]), spent(KEYS[6])
-local kday, kweek, kmonth = spent(KEYS[11]), spent(KEYS[12]), spent(KEYS[13])
+local keyed = ARGV[17] == '1'  -- the key has budgets of its own: read (and hold) them
+local kday, kweek, kmonth = 0, 0, 0
+if keyed then kday, kweek, kmonth = spent(KEYS[11]), spent(KEYS[12]), spent(KEYS[13]) end
 local function reply(status, wait, what)
   return {status, wait, day, month, what, week, kday, kweek, kmonth}
 end
@@ -46,6 +49,7 @@ local function live_reserved(zset, hash)
   if #expired > 0 then redis.call('ZREMRANGEBYSCORE', zset, '-inf', now) end
   return tonumber(redis.call('HGET', hash, '#total') or '0')
 end
+if not keyed then owners[2] = nil end
 for _, o in ipairs(owners) do
   o.holds = o.hard[1] >= 0 or o.hard[2] >= 0 or o.hard[3] >= 0
   if o.holds then

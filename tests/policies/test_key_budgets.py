@@ -170,3 +170,17 @@ async def test_without_redis_a_keys_budget_is_held_by_this_replicas_own_limits(m
     local.release("acme", "k0", "r1")
     assert local.admit(tenant, limits_of(tenant), "r3", 10, 20_000,
                        (Spend(), Spend(20_000, 20_000, 20_000))).status == ADMITTED
+
+
+async def test_past_a_keys_soft_budget_routing_goes_one_tier_cheaper(make_service):
+    from policies.decision_types import RouteRequest, Signal, StepKind
+    from tests.policies.policy_helpers import TIERS
+
+    service = make_service({"acme": {"keys": ["ka", "kb"], "key_budgets": {"k0": {"weekly_usd": {"soft": 0.03}}}}})
+    soft, other = service.authenticate("Bearer ka"), service.authenticate("Bearer kb")
+    assert service.decide(soft, RouteRequest("auto", Signal(3)), TIERS).tier_name == "large"
+    await _spend(service, soft, "r1")  # 0.04 USD: past the key's weekly soft budget
+    decision = service.decide(soft, RouteRequest("auto", Signal(3), explain=True), TIERS)
+    step = next(s.detail for s in decision.steps if s.kind is StepKind.SOFT_BUDGET)
+    assert decision.tier_name == "medium" and step["reason"].startswith("key's weekly soft budget 0.03")
+    assert service.decide(other, RouteRequest("auto", Signal(3)), TIERS).tier_name == "large"  # not the tenant's
