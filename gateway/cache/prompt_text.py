@@ -1,9 +1,10 @@
 """A request's prompt as (role, text) turns, for the semantic cache; None for a prompt it does
-not compare (images, audio, tool calls, a list of prompts): those are served by the exact
-cache alone."""
+not compare (images, audio, tool calls, a list of prompts, or more than MAX_PROMPT_CHARS of
+text, which the guard would read on the event loop): those are served by the exact cache alone."""
 from __future__ import annotations
 
 PLAIN_MESSAGE_FIELDS = frozenset({"role", "content", "name"})
+MAX_PROMPT_CHARS = 32768
 
 
 def _text(content) -> str | None:
@@ -18,13 +19,15 @@ def _text(content) -> str | None:
 def prompt_turns(kind: str, body: dict) -> list[tuple[str, str]] | None:
     if kind == "completion":
         prompt = body.get("prompt")
-        return [("prompt", prompt)] if isinstance(prompt, str) else None
-    turns = []
+        return [("prompt", prompt)] if isinstance(prompt, str) and len(prompt) <= MAX_PROMPT_CHARS else None
+    turns, size = [], 0
     for message in body.get("messages") or ():
         if not isinstance(message, dict) or not set(message) <= PLAIN_MESSAGE_FIELDS:
             return None
         text = _text(message.get("content"))
-        if text is None:
+        size += len(text) if text is not None else 0
+        if text is None or size > MAX_PROMPT_CHARS:
             return None
-        turns.append((str(message.get("role")), text))
+        name = f":{message['name']}" if "name" in message else ""  # a participant's name can change the answer
+        turns.append((f"{message.get('role')}{name}", text))
     return turns or None

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gateway.cache.answer_bearing import answer_bearing, fingerprint
+from gateway.cache.prompt_text import MAX_PROMPT_CHARS, prompt_turns
 from gateway.cache.semantic_index import SemanticIndex
 from gateway.cache.similarity_bar import SimilarityBar
 from policies.config import SemanticCachePolicy
@@ -95,3 +96,14 @@ def test_failed_samples_raise_the_bar_and_passes_bring_it_back():
     for _ in range(3):
         bar.record("acme", True, policy.window)
     assert bar.needed("acme", policy) == pytest.approx(0.8)
+
+
+def test_only_plain_text_prompts_of_bounded_length_are_compared():
+    assert prompt_turns("chat", {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}) == \
+        [("user", "hi")]
+    assert prompt_turns("chat", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}) is None
+    assert prompt_turns("chat", {"messages": [{"role": "assistant", "content": None, "tool_calls": []}]}) is None
+    assert prompt_turns("chat", {"messages": [{"role": "user", "content": "x" * (MAX_PROMPT_CHARS + 1)}]}) is None
+    assert prompt_turns("chat", {"messages": [{"role": "user", "name": "ada", "content": "hi"}]}) == [("user:ada", "hi")]
+    assert prompt_turns("completion", {"prompt": ["a", "b"]}) is None
+    assert prompt_turns("completion", {"prompt": "a"}) == [("prompt", "a")]
