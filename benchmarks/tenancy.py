@@ -16,17 +16,25 @@ a private Redis where the part needs one) and prints one JSON object as its last
   another's volume, moves the other's tier mix on replay through the quality monitor;
 - probe (tenancy_probe.py): whether a tenant can tell a prefix another tenant sent from an unseen
   one through /v1/route, `x-tiergate-backend` or the time to first token (a real smollm2-135m
-  worker), with `affinity.scope` tenant and global.
+  worker), with `affinity.scope` tenant and global;
+- batch_redis (tenancy_batch_redis.py): the peak memory Redis spends on the gateway's keys while
+  a batch of 1 MB answers runs, for a tenant with `storage.files_bytes` 1 MiB (the batch fails
+  at the quota) and one with room (it completes), with the files kept against the quota;
+- slowloris (tenancy_slowloris.py): well-behaved clients' p50/p99 latency on a quiet gateway and
+  while one client holds 200 connections sending their headers a byte a second, and how many of
+  those the gateway closed within `limits.header_read_timeout_s`.
 """
 from __future__ import annotations
 
 import json
 import time
 
-from benchmarks import tenancy_billing, tenancy_bomb, tenancy_climbs, tenancy_money, tenancy_probe, tenancy_quality
+from benchmarks import (tenancy_batch_redis, tenancy_billing, tenancy_bomb, tenancy_climbs, tenancy_money,
+                        tenancy_probe, tenancy_quality, tenancy_slowloris)
 
 PARTS = {"money": tenancy_money, "climbs": tenancy_climbs, "bomb": tenancy_bomb, "billing": tenancy_billing,
-         "quality": tenancy_quality, "probe": tenancy_probe}
+         "quality": tenancy_quality, "probe": tenancy_probe,
+         "batch_redis": tenancy_batch_redis, "slowloris": tenancy_slowloris}
 
 
 def main() -> None:
