@@ -56,7 +56,8 @@ async def _usage(http: aiohttp.ClientSession, url: str, key: str) -> dict:
     async with http.get(url + "/v1/usage?days=1", headers={"Authorization": f"Bearer {key}"}) as answer:
         assert answer.status == 200
         report = await answer.json()
-    return {"spend": report["month_spend_micro_usd"],
+    return {"spend": report["month_spend_micro_usd"], "week": report["spend"]["weekly"]["micro_usd"],
+            "key_week": report["key"]["spend"]["weekly"]["micro_usd"],
             "tokens": sum(t["prompt_tokens"] + t["completion_tokens"]
                           for day in report["days"] for t in day["tiers"].values())}
 
@@ -87,6 +88,7 @@ async def test_hard_budget_and_tokens_per_minute_hold_under_200_concurrent_reque
     # the worker's prompt count may pass the route's estimate by a few tokens a request
     slack = 20 * PRICE[0] * [s for s, _ in capped].count(200)
     assert spent["spend"] <= HARD_USD * 1e6 + reservation_micro + slack, spent
+    assert spent["week"] == spent["key_week"] > 0, spent  # the key's own spend, booked by the same settles
     used = await _usage(http, gw.url, "sk-metered")
     refilled = TPM * (elapsed_s + 1) / 60
     slack = 20 * [s for s, _ in metered].count(200)

@@ -202,11 +202,11 @@ async def test_a_key_created_and_changed_with_budgets_is_held_to_them_on_every_r
     from policies.store import key_budgets_of
 
     a, b = await replicas()
-    await a.admin.create_tenant("ops", {"name": "team-k"})
+    await a.admin.create_tenant("ops", {"name": "team-k", "policy": {"budgets": {"weekly_usd": {"hard": 100}}}})
     key, secret = await a.admin.create_key("ops", {"tenant": "team-k", "budgets": {"daily_usd": {"hard": 0.05}}})
     assert key["budgets"] == {"daily_usd": {"hard": 0.05}}
     tenant = await wait_for(lambda: refused_with(b, secret) is None and b.authenticate(bearer(secret)), 5)
-    assert key_budgets_of(tenant) == Budgets(daily_hard=50_000)
+    assert key_budgets_of(tenant) == Budgets(daily_hard=50_000) and tenant.policy.budgets.weekly_hard == 100_000_000
     await b.settle(await b.admit(tenant, "r1", 10, 10), "r1", "expert", 1000, 1000)  # 0.04 USD
     with pytest.raises(OpenAIError) as refused:
         await b.admit(tenant, "r2", 10, 1000)  # its worst case passes the key's 0.05
