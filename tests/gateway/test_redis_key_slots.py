@@ -21,6 +21,7 @@ from gateway.config import Affinity
 from gateway.quality.store import keys as quality_keys, tenant_keys as quality_tenant_keys
 from gateway.batches.storage_quota import StorageQuota
 from policies.alerts.store import AlertKeys
+from policies.concurrency import ConcurrencyLimits
 from policies.keyspace import KeySpace
 from policies.periods import Periods
 from policies.registry.store import KEY, TENANT, RegistryKeys
@@ -67,7 +68,13 @@ def files_groups(tenant: str) -> list[list[str]]:
 def batches_groups(tenant: str) -> list[list[str]]:
     store = BatchStore(_NoRedis(), PREFIX, 60, None)
     return [[store.key(tenant, "batch_1"), store.results_key(tenant, "batch_1"), store.index_key(tenant),
-             store.key(tenant, "batch_1") + ":input"]]
+             store.key(tenant, "batch_1") + ":input"],
+            [store.done_key(tenant, "batch_1"), store.key(tenant, "batch_1")]]  # the record script's
+
+
+def concurrency_groups(tenant: str) -> list[list[str]]:
+    """The take, renew and give-back scripts take the tenant's and its key's open requests."""
+    return [list(ConcurrencyLimits(None, PREFIX).keys(tenant, "k1"))]
 
 
 def cache_groups(tenant: str) -> list[list[str]]:
@@ -117,6 +124,7 @@ BUILDERS = {
     "gateway/quality/store.py": quality_groups,
     "policies/registry/store.py": registry_groups,
     "policies/alerts/store.py": alert_groups,
+    "policies/concurrency.py": concurrency_groups,
     "gateway/quality/learning.py": None,
     "gateway/dropin/response_store.py": None,
     "gateway/batches/runner.py": None,
