@@ -108,8 +108,8 @@ def _explicit_index(requested: str, t: "_Tiers") -> int | None:
     if requested in t.names:
         return t.names.index(requested)
     serving = [i for i, tier in enumerate(t.tiers) if _attr(tier, "model") == requested]
-    permitted = [i for i in serving if permitted(t.policy, t.tiers[i])]
-    return (permitted or serving or [None])[0]
+    usable = [i for i in serving if permitted(t.policy, t.tiers[i])]
+    return (usable or serving or [None])[0]
 
 
 def _soft_budget(policy: TenantPolicy, usage: UsageSnapshot) -> str | None:
