@@ -171,3 +171,13 @@ async def test_redis_outage_costs_samples_not_requests(fakes, gateway, redis_pre
 async def _scored(gw, n: int) -> bool:
     counts = gw.state.quality.counts
     return counts["passed"] + counts["failed"] >= n
+
+
+def test_the_reference_tier_is_one_the_tenant_may_use_unless_the_operator_pays_beyond():
+    from gateway.quality.monitor import reference_tier
+
+    config = _cfg({})
+    assert reference_tier(config, ("small", "top"), beyond_policy=False).name == "top"
+    assert reference_tier(config, ("small",), beyond_policy=False).name == "small"  # then nothing above: no sample
+    assert reference_tier(config, (), beyond_policy=False) is None
+    assert reference_tier(config, ("small",), beyond_policy=True).name == "top"
