@@ -79,3 +79,36 @@ async def test_an_upload_names_a_known_tenant_or_is_refused(fakes, gateway, redi
         assert r.status == 200, await r.text()
     stored = await gw.state.redis.xrange(redis_prefix + "quality:outcomes")
     assert [Entry.parse(fields).tenant for _, fields in stored] == ["anonymous"]
+
+
+async def test_through_the_gateway_only_the_uploading_tenants_requests_read_its_outcomes(fakes, gateway, redis_prefix,
+                                                                                          http):
+    from policies.keys import hash_key
+
+    (_, small_url), (_, top_url) = await fakes(2)
+    keys = {"alpha": "sk-alpha-outcomes-key", "beta": "sk-beta-outcomes-key", "admin": "sk-admin-outcomes-key"}
+    doc = two_tier_config(small_url, top_url, redis_prefix, {"sampling_rate": 0.0, "learn_every": 8,
+                                                             "heldout_share": 0.25, "min_heldout": 2})
+    doc["tenants"] = {name: {"keys": [{"id": "k", "sha256": hash_key(keys[name])}]} for name in ("alpha", "beta")}
+    doc["policy"] = {"admin_key_sha256": hash_key(keys["admin"])}
+    gw = await gateway(doc)
+    states = ["Ohio", "Texas", "Utah", "Maine", "Iowa", "Idaho", "Oregon", "Nevada", "Kansas", "Alaska", "Georgia",
+              "Vermont", "Florida", "Montana", "Arizona", "Indiana", "Alabama", "Wyoming", "Kentucky", "Colorado"]
+    lines = [{"prompt": f"What is the sales tax in {s}?", "outcomes": {"1": False, "4": True}} for s in states] + \
+            [{"prompt": c, "outcomes": {"1": True, "4": True}} for c in EASY * 2]
+    admin = {"Authorization": f"Bearer {keys['admin']}"}
+    async with http.post(gw.url + "/admin/router/outcomes?tenant=alpha", headers=admin,
+                         data="".join(json.dumps(line) + "\n" for line in lines)) as r:
+        assert r.status == 200, await r.text()
+        answer = await r.json()
+    assert answer["router"]["swapped"] >= 1, answer["decisions"]
+
+    async def route(tenant: str) -> dict:
+        async with http.post(gw.url + "/v1/route", json={"model": "auto", "messages": PROBE},
+                             headers={"Authorization": f"Bearer {keys[tenant]}"}) as r:
+            assert r.status == 200, await r.text()
+            return await r.json()
+    alpha, beta = await route("alpha"), await route("beta")
+    assert alpha["classifier"]["evidence"]["1"] > 0 and beta["classifier"]["evidence"]["1"] == 0
+    assert alpha["quality"]["expected_gain_by_level"]["1"] > beta["quality"]["expected_gain_by_level"]["1"]
+    assert "sales tax in Ohio" not in json.dumps(alpha)
