@@ -31,7 +31,8 @@ def _config(upstream: str, log_dir: str) -> dict:
                    "on_redis_error": "closed"},
         "tenants": {"burst": {"keys": [{"id": "main", "sha256": hash_key("sk-burst")}],
                               "rate_limits": {"requests_per_minute": 100}, "pinned_routes": {"cheap": "small"}},
-                    "other": {"keys": [{"id": "main", "sha256": hash_key("sk-other")}]}},
+                    "other": {"keys": [{"id": "main", "sha256": hash_key("sk-other")}],
+                              "pinned_routes": {"cheap": "small"}}},
     }
 
 
@@ -62,11 +63,15 @@ async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gate
     # each process got 250 requests, so per-process limits would admit 200: exactly 100 proves one
     # shared limit (how the 100 split between the processes is up to the OS scheduler)
 
-    # /v1/usage (through the other gateway too) equals the usage logs of both processes
+    # /v1/usage (through the other gateway too) equals the usage logs of both processes; burst's
+    # own call to it is a request too, past its limit now, so the admin key reads its report
     records = read_records(glob.glob(str(log_dir / "*.jsonl")))
     assert len(records) == 100 and len({r.tenant for r in records}) == 1
     async with openai.AsyncOpenAI(base_url=urls[1] + "/v1", api_key="sk-burst", max_retries=0) as burst:
-        usage = await burst.get("/usage", cast_to=object)
+        with pytest.raises(openai.RateLimitError):
+            await burst.get("/usage", cast_to=object)
+    async with openai.AsyncOpenAI(base_url=urls[1] + "/v1", api_key="sk-admin", max_retries=0) as admin:
+        usage = next(r for r in (await admin.get("/usage", cast_to=object))["data"] if r["tenant"] == "burst")
     assert usage["tenant"] == "burst" and usage["month_spend_micro_usd"] == sum(r.cost_micro for r in records)
     assert usage["days"][0]["tiers"]["small"]["requests"] == 100
     assert len({os.path.basename(p) for p in glob.glob(str(log_dir / "*.jsonl"))}) == 2  # one log per replica
@@ -86,9 +91,9 @@ async def test_limits_usage_and_isolation_through_two_gateway_processes(two_gate
         with pytest.raises(openai.AuthenticationError):
             await intruder.get("/usage", cast_to=object)
 
-    # the dry run shows the policy's steps
+    # the dry run shows the policy's steps (a request too: other's, whose pinned route is burst's)
     async with http.post(urls[0] + "/v1/route", json={**body, "model": "cheap"},
-                         headers={"Authorization": "Bearer sk-burst"}) as response:
+                         headers={"Authorization": "Bearer sk-other"}) as response:
         route = await response.json()
     assert route["tier"] == "small" and route["routed_by"] == "pinned"
     assert {"step": "pinned", "model": "cheap", "tier": "small"} in route["steps"]
