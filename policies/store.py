@@ -124,19 +124,18 @@ class PolicyStore:
         key_id = tenant.key_id or "-"
         held = reservation if reservation is not None and (budgets.hard or key_budgets.hard) else None
         day, week, month = k.spend(name, periods)
-        reply = await self._admit(
-            keys=[k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
-                  k.token_bucket(name, key_id), day, month,
-                  k.reservations(name), k.reserved_amounts(name), k.admitted(name, member),
-                  week, *k.spend(name, periods, key_id), k.reservations(name, key_id),
-                  k.reserved_amounts(name, key_id)],
-            args=[member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
-                  per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
-                  _hard(budgets, "daily"), _hard(budgets, "monthly"),
-                  held.id if held else "", reservation.cost_micro if reservation else 0,
-                  held.ttl_ms if held else 0, self.admitted_mark_ms, _hard(budgets, "weekly"),
-                  _hard(key_budgets, "daily"), _hard(key_budgets, "weekly"), _hard(key_budgets, "monthly"),
-                  1 if key_budgets.any else 0])
+        keys = [k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
+                k.token_bucket(name, key_id), day, month, k.reservations(name), k.reserved_amounts(name),
+                k.admitted(name, member), week]
+        args = [member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
+                per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
+                _hard(budgets, "daily"), _hard(budgets, "monthly"),
+                held.id if held else "", reservation.cost_micro if reservation else 0,
+                held.ttl_ms if held else 0, self.admitted_mark_ms, _hard(budgets, "weekly")]
+        if key_budgets.any:  # a key without budgets of its own costs the tenant's path nothing more
+            keys += [*k.spend(name, periods, key_id), k.reservations(name, key_id), k.reserved_amounts(name, key_id)]
+            args += [_hard(key_budgets, "daily"), _hard(key_budgets, "weekly"), _hard(key_budgets, "monthly"), 1]
+        reply = await self._admit(keys=keys, args=args)
         return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]),
                            int(reply[5]), _spend(reply[6:9]))
 

@@ -11,7 +11,8 @@
 --       5 key rpm, 6 key tpm (0 = no limit), 7 daily hard, 8 monthly hard (micro-USD, -1 = none),
 --       9 reservation id ('' = reserve nothing), 10 worst-case cost micro-USD, 11 reservation ttl ms,
 --       12 admitted marker ttl ms, 13 weekly hard, 14-16 the key's daily, weekly, monthly hard (-1 = none),
---       17 '1' when the key has budgets of its own (else its spend is neither read nor held: 0s returned)
+--       17 '1' when the key has budgets of its own (absent, with KEYS 11-15 and ARGV 14-16, when it has none:
+--       the key's spend is then neither read nor held, and 0s are returned for it)
 -- Returns {status, retry_after_ms, day_spend, month_spend, what, week_spend, key day, key week, key month};
 -- status 0 ok, 1 rate limited, 2 budget (retry_after_ms 0 for a budget: it is spent until it resets; else
 -- live reservations may free it sooner). `what` names the limit: daily, ..., key_daily, ...
@@ -21,7 +22,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function spent(key) return tonumber(redis.call('GET', key) or '0') end
 local day, week, month = spent(KEYS[5]), spent(KEYS[10]), spent(KEYS[6])
-local keyed = ARGV[17] == '1'  -- the key has budgets of its own: read (and hold) them
+local keyed = ARGV[17] == '1'  -- the key has budgets of its own: read (and hold) them; else KEYS 11-15 are absent
 local kday, kweek, kmonth = 0, 0, 0
 if keyed then kday, kweek, kmonth = spent(KEYS[11]), spent(KEYS[12]), spent(KEYS[13]) end
 local function reply(status, wait, what)
@@ -31,9 +32,11 @@ if redis.call('EXISTS', KEYS[9]) == 1 then return reply(0, 0, '') end
 local cost = tonumber(ARGV[10])
 local owners = {  -- the tenant's budgets, then the key's own
   {prefix = '', zset = KEYS[7], hash = KEYS[8], spent = {day, week, month},
-   hard = {tonumber(ARGV[7]), tonumber(ARGV[13]), tonumber(ARGV[8])}},
-  {prefix = 'key_', zset = KEYS[14], hash = KEYS[15], spent = {kday, kweek, kmonth},
-   hard = {tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])}}}
+   hard = {tonumber(ARGV[7]), tonumber(ARGV[13]), tonumber(ARGV[8])}}}
+if keyed then
+  owners[2] = {prefix = 'key_', zset = KEYS[14], hash = KEYS[15], spent = {kday, kweek, kmonth},
+               hard = {tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])}}
+end
 local periods = {'daily', 'weekly', 'monthly'}
 
 -- reservations of gateways that never settled them (crashed) stop counting at their expiry
@@ -49,7 +52,6 @@ local function live_reserved(zset, hash)
   if #expired > 0 then redis.call('ZREMRANGEBYSCORE', zset, '-inf', now) end
   return tonumber(redis.call('HGET', hash, '#total') or '0')
 end
-if not keyed then owners[2] = nil end
 for _, o in ipairs(owners) do
   o.holds = o.hard[1] >= 0 or o.hard[2] >= 0 or o.hard[3] >= 0
   if o.holds then

@@ -68,7 +68,7 @@ def add_commands(sub) -> None:
         p.add_argument("key_id")
     common(p := k.add_parser("create"))
     p.add_argument("tenant")
-    p.add_argument("--fields", help="more key fields as JSON (owner, description, expires_in_s, rate_limits...)")
+    p.add_argument("--fields", help="more key fields as JSON (owner, description, expires_in_s, rate_limits, budgets...)")
     common(p := k.add_parser("update"))
     p.add_argument("key_id")
     p.add_argument("--fields", required=True, help="the fields to change, as JSON")
