@@ -197,10 +197,19 @@ class PolicyService:
     async def count_request(self, tenant: Tenant, request_id: str) -> None:
         """One request against the tenant's rate limits, for an endpoint that generates nothing
         (files, batches, usage, /v1/route): a spent budget does not refuse it, so a tenant can
-        still read its usage and its results."""
+        still read its usage and its results; nor does a Redis that is full or away, whatever
+        `on_redis_error` says (the call spends nothing, and deleting files is what frees Redis):
+        this replica's own rate limits count it then."""
         unbudgeted = replace(tenant, policy=replace(tenant.policy, budgets=Budgets()),
                              keys=tuple(replace(key, budgets=Budgets()) for key in tenant.keys))
-        await self.admit(unbudgeted, request_id, 0, 0)
+        try:
+            await self.admit(unbudgeted, request_id, 0, 0)
+        except OpenAIError as refusal:
+            if refusal.status != 503:
+                raise
+            result = self.local.admit(unbudgeted, limits_of(unbudgeted), request_id, 0, 0, (Spend(), Spend()))
+            if result.status != ADMITTED:
+                raise self._refusal(tenant, result) from None
 
     # -- open requests ----------------------------------------------------------------------------
     async def hold(self, tenant: Tenant) -> Slot | None:
