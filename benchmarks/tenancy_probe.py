@@ -6,17 +6,20 @@ prompts; beta then asks /v1/route and sends a chat for each of them and for 50 n
 signal is any difference between the two sets: the share of each affinity answer, and the share
 of answers from the worker alpha's prompt went to (`x-tiergate-backend`).
 
-TTFT: a real worker (smollm2-135m, one thread) behind the gateway. Alpha sends 50 system prompts
-of about 250 tokens; beta streams one token for each of them and for 50 unseen ones, interleaved,
-each prompt once (a second probe would hit beta's own cache). The signal is the difference of the
-median TTFTs, seen less unseen; the noise is the same difference between two halves of the
-unseen probes. Both with `affinity.scope: tenant` (the default) and `global`, to show the channel
-the salt closes. `python -m benchmarks.tenancy_probe` prints one JSON line.
+TTFT: a real worker (smollm2-135m, one thread) behind the gateway. 100 system prompts of about
+250 tokens are split at random into seen and unseen; alpha sends the seen ones; beta streams one
+token for each of the 100, seen and unseen in pairs whose order alternates, each prompt once (a
+second probe would hit beta's own cache). The signal is the difference of the median TTFTs, seen
+less unseen; the noise is the 95th percentile of that difference's size when the 100 probes are
+relabelled at random (1,000 times), and `p_value` the share of relabellings at least as far
+apart as the signal. Both with `affinity.scope: tenant` (the default) and `global`, to show the
+channel the salt closes. `python -m benchmarks.tenancy_probe` prints one JSON line.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import statistics
 import tempfile
 import time
@@ -101,20 +104,35 @@ async def _ttft(session, url: str, system: str) -> float:
     raise RuntimeError("the stream carried no content")
 
 
+def _null(seen: list[float], unseen: list[float], signal: float) -> tuple[float, float]:
+    """(95th percentile of |median difference| under random relabelling, share at least |signal|)."""
+    pooled, rng = seen + unseen, random.Random(56)
+    sizes = []
+    for _ in range(1000):
+        rng.shuffle(pooled)
+        sizes.append(abs(statistics.median(pooled[:len(seen)]) - statistics.median(pooled[len(seen):])))
+    sizes.sort()
+    return sizes[949], sum(size >= abs(signal) for size in sizes) / len(sizes)
+
+
 async def _ttft_run(workdir: Path, worker_url: str, scope: str) -> dict:
     run = uuid.uuid4().hex[:6]
+    order = list(range(2 * PROBES))
+    random.Random(run).shuffle(order)  # which prompts alpha sends: any drift in their length falls on both sets
+    pairs = list(zip(order[:PROBES], order[PROBES:]))
     async with tenant_gateway(workdir, [tier("t", 1, [worker_url], model=MODEL)], affinity={"scope": scope}) as (url, _):
         async with aiohttp.ClientSession() as session:
-            for i in range(PROBES):
-                await _send(session, url, "alpha", _chat(system_prompt(run, i, 1000)))
+            for n, _ in pairs:
+                await _send(session, url, "alpha", _chat(system_prompt(run, n, 1000)))
             seen, unseen = [], []
-            for i in range(PROBES):  # interleaved: drift in the machine's load falls on both sets alike
-                seen.append(await _ttft(session, url, system_prompt(run, i, 1000)))
-                unseen.append(await _ttft(session, url, system_prompt(run, PROBES + i, 1000)))
+            for i, (s, u) in enumerate(pairs):  # in pairs: the machine's load drifts on both sets alike
+                for kind, n in ((("seen", s), ("unseen", u)) if i % 2 == 0 else (("unseen", u), ("seen", s))):
+                    (seen if kind == "seen" else unseen).append(await _ttft(session, url, system_prompt(run, n, 1000)))
     median = statistics.median
+    signal = median(seen) - median(unseen)
+    noise, p_value = _null(seen, unseen, signal)
     return {"probes": PROBES, "ttft_ms_median_seen": round(median(seen), 2), "ttft_ms_median_unseen": round(median(unseen), 2),
-            "signal_ms": round(median(seen) - median(unseen), 2),
-            "noise_ms": round(abs(median(unseen[0::2]) - median(unseen[1::2])), 2)}
+            "signal_ms": round(signal, 2), "noise_ms": round(noise, 2), "p_value": round(p_value, 3)}
 
 
 def _start_worker() -> tuple[object, str]:
