@@ -13,7 +13,7 @@ are written by this script (templates and word lists of our own, seeded; no publ
   or the same question wrapped, re-cased or asked politely (as repeats to an FAQ bot are).
 
 For each pair: the cosine of the router's static vectors (classifier/static_vectors.py, head and
-tail mean-pooled) and whether the cache's guard lets it through (the same answer-bearing tokens
+tail mean-pooled) of the prompts as the cache embeds them (gateway/cache/semantic.embed) and whether the cache's guard lets it through (the same answer-bearing tokens
 in order, gateway/cache/answer_bearing.py). Printed: a sweep of thresholds with and without the
 guard, the served counts per kind at the default, and last one JSON object: the wrong-answer
 rate of served hits and the paraphrase hit rate (Wilson 95% intervals) at the default policy
@@ -211,12 +211,12 @@ def _monitored(near_sim, same_sim, policy, sample_rate: float, seed: int = 59) -
 
 
 def main(per_kind: int = 45, sample_rate: float = 0.2) -> None:
-    from classifier.static_vectors import packaged
+    from gateway.cache.semantic import embed
     from policies.config import SemanticCachePolicy
 
-    vectors, policy = packaged(), SemanticCachePolicy()
+    policy = SemanticCachePolicy()
     near, same = pairs(per_kind=per_kind)
-    cos = lambda a, b: float(vectors.embed(a) @ vectors.embed(b))  # noqa: E731
+    cos = lambda a, b: float(embed([("user", a)]) @ embed([("user", b)]))  # noqa: E731
     near_sim = [(cos(a, b), guarded(a, b)) for a, b in near]
     same_sim = [(cos(a, b), guarded(a, b)) for a, b in same]
     for step in range(70, 101, 2):

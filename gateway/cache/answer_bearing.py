@@ -13,35 +13,45 @@ import re
 import unicodedata
 
 from .common_words import COMMON
+from .operator_words import spelled_arithmetic_to_symbols
 
 # a number (digits, decimal or thousands marks), a word (letters, inner apostrophe), or one symbol
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:'[^\W\d_]+)?|[^\w\s]")
 _NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "neither", "cannot", "without", "nothing", "nobody"})
 _QUIET_SYMBOLS = frozenset(".,;:!?\"'`()[]{}…-")  # punctuation that frames, not symbols that compute
-_CONTRACTIONS = (("n't", " not"), ("'re", " are"), ("'ve", " have"), ("'ll", " will"), ("'m", " am"),
-                 ("'d", " would"), ("’", "'"))
+# a word's contracted ending (what's, they're, I'd): what it expands to is common, so only the word is kept
+_CLITICS = frozenset({"s", "re", "ve", "ll", "m", "d"})
+_NOT_STEMS = {"ca": "can", "wo": "will", "sha": "shall"}  # can't, won't, shan't; the rest drop "n" (don't)
 
 
-def _word(token: str) -> str | None:
-    """The token as the guard compares it, or None for one it ignores."""
+def _words(token: str) -> list[str]:
+    """The token as the guard compares it: none for one it ignores, two for a negated contraction."""
     if token[0].isdigit():
-        return token.replace(",", "")
+        return [token.replace(",", "")]
     if not token[0].isalpha():
-        return None if token in _QUIET_SYMBOLS else token
+        return [] if token in _QUIET_SYMBOLS else [token]
     word = token.lower()
-    if word.endswith("'s"):
-        word = word[:-2]
+    base, _, ending = word.partition("'")
+    if ending == "t" and base.endswith("n"):
+        stem = _NOT_STEMS.get(base[:-1], base[:-1])
+        return (_words(stem) if stem else []) + ["not"]
+    if ending in _CLITICS:
+        word = base
     if word in _NEGATIONS:
-        return "not"
-    return None if word in COMMON else word
+        return ["not"]
+    return [] if word in COMMON else [word]
+
+
+def normalised(text: str) -> str:
+    """The text with its equivalent spellings made one (Unicode forms, apostrophes, arithmetic in
+    words): what the guard reads, and what the cache's vectors embed, so that a rewording the
+    guard accepts is not counted against the similarity too. Applying it twice changes nothing."""
+    return spelled_arithmetic_to_symbols(unicodedata.normalize("NFKC", text).replace("’", "'"))
 
 
 def answer_bearing(text: str) -> list[str]:
     """The answer-bearing tokens of a text, in order."""
-    text = unicodedata.normalize("NFKC", text)
-    for short, long in _CONTRACTIONS:
-        text = text.replace(short, long)
-    return [w for w in map(_word, _TOKEN.findall(text)) if w is not None]
+    return [w for token in _TOKEN.findall(normalised(text)) for w in _words(token)]
 
 
 def fingerprint(turns: list[tuple[str, str]]) -> str:

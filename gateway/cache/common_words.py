@@ -17,7 +17,7 @@ and also then so too just very really quite
 if whether because since while
 please kindly thanks thank hi hello hey ok okay
 tell give show name find say know want need like help get got let
-explain describe answer question quick quickly briefly simply exactly actually
+explain describe compute calculate answer question quick quickly briefly simply exactly actually
 there here
 something anything thing things way
 s

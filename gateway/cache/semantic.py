@@ -13,7 +13,7 @@ import numpy as np
 
 from policies.config import SemanticCachePolicy
 
-from .answer_bearing import fingerprint
+from .answer_bearing import fingerprint, normalised
 from .prompt_text import prompt_turns
 from .semantic_index import SemanticIndex
 from .similarity_bar import SimilarityBar
@@ -24,6 +24,11 @@ CANDIDATES = 4  # neighbours tried per lookup (one may have expired from the sto
 def _vectors():
     from classifier.static_vectors import packaged  # loaded on the first semantic lookup only
     return packaged()
+
+
+def embed(turns: list[tuple[str, str]]) -> np.ndarray:
+    """The router's vector of a prompt as the guard reads it (answer_bearing.normalised)."""
+    return _vectors().embed("\n".join(normalised(text) for _, text in turns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +49,7 @@ class SemanticCache:
         if turns is None:
             return None
         bucket = hashlib.sha256(f"{context}:{fingerprint(turns)}".encode()).hexdigest()
-        vector = _vectors().embed("\n".join(text for _, text in turns))
+        vector = embed(turns)
         return Probe(bucket, vector) if vector.any() else None
 
     def candidates(self, scope: str, tenant: str, probe: Probe, policy: SemanticCachePolicy) -> list[tuple[float, str]]:

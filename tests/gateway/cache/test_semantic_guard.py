@@ -1,5 +1,5 @@
 """The semantic cache's parts on their own: the guard reads answer-bearing tokens over the whole
-prompt in order, the index is bounded per scope by count and bytes, and sampled failures raise
+prompt in order (each spelling rule with a rewording it accepts and a near twin it refuses), the index is bounded per scope by count and bytes, and sampled failures raise
 the similarity a tenant's hit needs."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from gateway.cache.answer_bearing import answer_bearing, fingerprint
 from gateway.cache.prompt_text import MAX_PROMPT_CHARS, prompt_turns
+from gateway.cache.semantic import embed
 from gateway.cache.semantic_index import SemanticIndex
 from gateway.cache.similarity_bar import SimilarityBar
 from policies.config import SemanticCachePolicy
@@ -30,6 +31,20 @@ def same(a: str, b: str) -> bool:
     ("Translate 'window' into French.", "Translate 'window' into German."),
     (FILLER + " The owner was Ada. " + FILLER + " Who owned it?", FILLER + " The owner was Ivo. " + FILLER + " Who owned it?"),
     (FILLER + " Sales rose. " + FILLER + " Summarise.", FILLER + " Sales fell. " + FILLER + " Summarise."),
+    # near twins of the equivalent spellings below
+    ("I can't swim.", "I can swim."),
+    ("What is 5 minus 3?", "What is 3 minus 5?"),
+    ("Subtract 3 from 5.", "What is 3 minus 5?"),
+    ("What is 17 plus 5?", "What is 17 times 5?"),
+    ("Add 17 and 5.", "Add 17 and 6."),
+    ("Add 2 and 3 times 4.", "What is 2 plus 3 times 4?"),  # where "add" ends is unclear: left as written
+    ("What is 2 + 3?", "What is 2 + 3 + 4?"),
+    # order is kept for words too: who did what to whom
+    ("Did Rome conquer Carthage?", "Did Carthage conquer Rome?"),
+    ("Which team did Ada beat?", "Which team beat Ada?"),
+    # no stemming: a plural or a name ending in s can change the answer
+    ("What is the capital of Bolivia?", "What are the capitals of Bolivia?"),
+    ("Who is Luca?", "Who is Lucas?"),
 ])
 def test_a_different_answer_bearing_token_anywhere_is_another_question(a, b):
     assert not same(a, b)
@@ -40,9 +55,33 @@ def test_a_different_answer_bearing_token_anywhere_is_another_question(a, b):
     ("What's the population of Peru?", "Hi! Quick question. What is the population of Peru?"),
     ("What currency does Japan use?", "what currency does japan use ?"),
     ("Is 1,000 more than 999?", "Is 1000 more than 999?"),
+    # contractions, with either apostrophe; a quote is not a clitic
+    ("What's 'mirror' in German?", "What is 'mirror' in German?"),
+    ("I can’t swim, can I?", "I cannot swim, can I?"),
+    ("It won't rain in Lima?", "It will not rain in Lima?"),
+    # arithmetic in words is its symbols, operands in the order the operator takes them
+    ("What is 17 plus 5?", "Add 17 and 5."),
+    ("Give the sum of 17 and 5.", "Compute 17 + 5."),
+    ("Subtract 3 from 5.", "What is 5 minus 3?"),
+    ("What is 5 - 3?", "5 minus 3"),
+    ("Calculate 6 times 7.", "What is 6 * 7?"),
+    ("Multiply 6 by 7.", "6 multiplied by 7"),
+    ("Divide 1,000 by 8.", "What is 1000 divided by 8?"),
 ])
-def test_a_rewording_in_common_words_only_keeps_the_fingerprint(a, b):
+def test_a_rewording_in_common_words_or_an_equivalent_spelling_keeps_the_fingerprint(a, b):
     assert same(a, b)
+
+
+def test_arithmetic_words_become_symbols_only_between_numbers():
+    assert answer_bearing("Subtract 3 from 5, then add 2 and 4.") == ["5", "−", "3", "2", "+", "4"]
+    assert answer_bearing("Is Disney plus sold in Peru?") == ["disney", "plus", "sold", "peru"]
+    assert answer_bearing("A well-known 2-3 split") == ["well", "known", "2", "−", "3", "split"]
+
+
+def test_the_cache_embeds_the_prompt_as_the_guard_reads_it():
+    assert float(embed([("user", "What is 17 plus 5?")]) @ embed([("user", "What is 17 + 5?")])) == \
+        pytest.approx(1.0, abs=1e-5)
+    assert float(embed([("user", "What is 17 plus 5?")]) @ embed([("user", "What is 17 times 5?")])) < 0.999
 
 
 def test_roles_are_part_of_the_fingerprint():
