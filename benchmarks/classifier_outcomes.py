@@ -12,8 +12,11 @@ Rows: random; always-cheap and always-strong (points, not curves); today's model
 (the classifier's P(level above the weak one)) and after learning (1 - p_good of the weak level,
 the target before issue 53); the new model (need: P(strong right AND weak wrong)); the ablation
 of the target (P(weak fails) on the new model's features); and the new model's parts alone.
-The method is frozen here; outcome sets the project did not build are scored with it as it is.
-Last stdout line: one JSON object.
+With `--knn-table FILE` (a token table like classifier/model/static_vectors.npy, e.g. 256
+dimensions from `python -m classifier.static_vectors_build --dims 256 --out DIR`), two more rows:
+the new model and its nearest outcomes alone with the memory on that table instead (the fitted
+stages unchanged). The method is frozen here; outcome sets the project did not build are scored
+with it as it is. Last stdout line: one JSON object.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import argparse
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +36,8 @@ from classifier.outcome_model import PASS, UNKNOWN, OutcomeMemory, OutcomeModel,
 from classifier.outcomes import read_outcome_lines
 from classifier.router_scores import curve_metrics, fixed_point, summary
 from classifier.runtime import ComplexityClassifier
-from classifier.static_vectors import DIMS
+from classifier.static_vectors import DIMS, StaticVectors
+from classifier.textnorm import split_request
 
 LABELS = (50, 100, 300, 1000, "20%")
 SPLITS = 5
@@ -68,7 +73,8 @@ class OutcomeSet:
     """An outcome file's rows that know both the weak (lowest) and the strong (highest) level,
     with the classifier's inputs extracted once."""
 
-    def __init__(self, name: str, requests: list[dict], levels: list[dict[int, bool]], clf: ComplexityClassifier):
+    def __init__(self, name: str, requests: list[dict], levels: list[dict[int, bool]], clf: ComplexityClassifier,
+                 knn_table: StaticVectors | None = None):
         named = sorted({lv for row in levels for lv in row})
         self.name, self.weak_level, self.strong_level = name, named[0], named[-1]
         known = np.stack([known_levels(lv) for lv in levels])
@@ -80,6 +86,9 @@ class OutcomeSet:
         self.probs = clf.probabilities(self.texts, self.numeric).astype(np.float64)
         self.weak = (self.known[:, self.weak_level - 1] == PASS).astype(float)
         self.strong = (self.known[:, self.strong_level - 1] == PASS).astype(float)
+        # the task as the static vector reads it, on the other table (--knn-table)
+        self.knn = None if knn_table is None else np.stack(
+            [knn_table.embed(split_request(r.get("messages"), r.get("prompt"))[0]) for r in self.requests])
 
     def __len__(self) -> int:
         return len(self.known)
@@ -99,6 +108,12 @@ def model_scores(data: OutcomeSet, train: np.ndarray, test: np.ndarray, target: 
                 texts=[data.texts[i] for i in train] if texts else None, target=target)
     if parts == "neighbours":  # the nearest outcomes on the classifier's prior alone
         model = OutcomeModel(model.memory, (None,) * 4, model.mean, model.scale, top=model.top, target=target)
+    elif parts in ("knn_table", "knn_table_alone"):  # the same stages, the memory on the other table
+        memory = OutcomeMemory.empty(data.knn.shape[1]).plus(data.knn[train], data.known[train], len(train))
+        model = replace(model, memory=memory) if parts == "knn_table" else \
+            OutcomeModel(memory, (None,) * 4, model.mean, model.scale, top=model.top, target=target)
+        return model.assess(data.numeric[test], data.probs[test], DIMS, [data.texts[i] for i in test],
+                            queries=data.knn[test]).need[:, data.weak_level - 1]
     elif parts == "fitted":  # no nearest outcomes
         model = OutcomeModel(OutcomeMemory.empty(DIMS), model.fits, model.mean, model.scale, model.gain_fits,
                              model.grams, model.top, target)
@@ -124,6 +139,10 @@ ROUTERS = {
     "part_neighbours_only": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", False, "neighbours"),
     "part_no_neighbours": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True, "fitted"),
     "part_grams_only": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True, "grams"),
+}
+KNN_TABLE_ROUTERS = {
+    "new_gain_knn_table": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", True, "knn_table"),
+    "part_neighbours_only_knn_table": lambda d, tr, te, rng: model_scores(d, tr, te, "gain", False, "knn_table_alone"),
 }
 
 
@@ -184,7 +203,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--real-answers", action="store_true", help="also the checkable questions answered by the "
                         "shipped models (benchmarks/classifier_real_outcomes.py; minutes the first time)")
     parser.add_argument("--splits", type=int, default=SPLITS)
+    parser.add_argument("--knn-table", type=Path, help="a token table (.npy) for the nearest outcomes' memory: "
+                        "two more rows")
     args = parser.parse_args(argv)
+    knn_table = StaticVectors(np.load(args.knn_table)) if args.knn_table else None
     clf = ComplexityClassifier.load()
     named = {set_name(Path(p)): Path(p) for p in args.outcomes} or project_sets()
     sets = {name: read_outcome_lines(p) for name, p in named.items()}
@@ -200,9 +222,9 @@ def main(argv: list[str] | None = None) -> dict:
                                 [{int(k): v for k, v in r["outcomes"].items()} for r in real])
     result = {"benchmark": "classifier_outcomes", "splits": args.splits, "sets": {}}
     for name, (requests, levels) in sets.items():
-        data = OutcomeSet(name, requests, levels, clf)
+        data = OutcomeSet(name, requests, levels, clf, knn_table)
         log(f"{name}: {data.about()}")
-        result["sets"][name] = label_curve(data, splits=args.splits)
+        result["sets"][name] = label_curve(data, ROUTERS | (KNN_TABLE_ROUTERS if knn_table else {}), args.splits)
         print(f"\n{name} (APGR / savings at 95%, mean of {args.splits} splits)\n{table(result['sets'][name])}",
               file=sys.stderr)
     return result

@@ -186,9 +186,11 @@ class OutcomeModel:
         return a.p_good, a.weight
 
     def assess(self, numeric: np.ndarray, probs: np.ndarray, dims: int, texts: list[str] | None = None,
-               tenant: str | None = None) -> Assessment:
+               tenant: str | None = None, queries: np.ndarray | None = None) -> Assessment:
         """p_good and need for [M,F] features, [M,4] class probabilities and (for the n-gram
-        model) the texts the classifier read, for requests of one tenant (None: the shared memory only)."""
+        model) the texts the classifier read, for requests of one tenant (None: the shared memory only).
+        `queries`: the vectors the nearest outcomes are found by, when the memory holds other ones
+        than the features' static task vector (benchmarks/classifier_outcomes.py --knn-table)."""
         prior = prior_p_good(probs)
         if not self.learned:  # every request passes here: the prior alone needs no feature work
             good = monotone(prior)
@@ -201,7 +203,8 @@ class OutcomeModel:
         if self.grams is not None and texts is not None:
             fitted = self.grams.fitted
             need[:, fitted] = sigmoid((logit(need[:, fitted]) + self.grams.logits(texts)[:, fitted]) / 2)
-        ev = evidence(self.memories_for(tenant), numeric[:, -dims:], self.top, self.target)
+        ev = evidence(self.memories_for(tenant), numeric[:, -dims:] if queries is None else queries, self.top,
+                      self.target)
         good = monotone((PRIOR_WEIGHT * base + ev.passes) / (PRIOR_WEIGHT + ev.weight))
         need = (PRIOR_WEIGHT * need + ev.hits) / (PRIOR_WEIGHT + ev.labelled)
         need[:, self.top:] = 0.0
