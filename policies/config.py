@@ -128,6 +128,9 @@ class CascadePolicy:
                                                   "(classifier/cascade_confidence.py) is at least this; below "
                                                   "it, one usable tier up is asked.", minimum=-1000.0,
                                maximum=CASCADE_MAX_MARGIN)
+    calibrate: bool = setting(True, "Replace threshold with one calibrated on this tenant's own verdicts from the "
+                                    "quality monitor once the guard accepts one (docs/routing.md, Cascade: "
+                                    "configuration); false: threshold always serves and no verdicts are kept.")
     hold_tokens: int = setting(32, "A cascaded stream longer than hold_whole_max_tokens holds back this many "
                                    "tokens of the cheap tier's answer to decide on.", minimum=1,
                                maximum=MAX_HOLD_TOKENS)

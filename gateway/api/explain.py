@@ -36,7 +36,7 @@ async def explain_route(services: Services, tenant, body: dict, ctx: RequestCont
     parsed = parse("chat" if "messages" in body else "completion", body)
     max_tokens = max_tokens_asked(parsed, config)
     route = plan_route(services.router, config, tenant, parsed, body, max_tokens, explain=True)
-    cascade = plan_request_cascade(config, services.router.capabilities, tenant, parsed, route,
+    cascade = plan_request_cascade(config, services.router, tenant, parsed, route,
                                    max_tokens_on(max_tokens, route.decision, route.tier))
     pick, keys = await choose(services.upstreams, config, route, route.tier, set())
     c, decision = route.classification, route.decision
@@ -75,7 +75,8 @@ def _cascade(plan, tier) -> dict:
         return {"runs": False, "reason": "not_asked"}
     about = {"runs": plan.runs, "from": tier.name, "to": plan.upper.name if plan.upper else None}
     if plan.runs:
-        return {**about, "threshold": plan.threshold, "hold_tokens": plan.hold_tokens}
+        return {**about, "threshold": plan.threshold, "threshold_source": plan.provenance,
+                "hold_tokens": plan.hold_tokens}
     return {**about, "reason": plan.reason}
 
 

@@ -163,7 +163,7 @@ def build_request(services: Services, call: Call) -> GatewayRequest:
     if call.priority is not None:
         route = replace(route, decision=replace(route.decision, priority=call.priority))
     cascade = NOT_ASKED if kind == "embeddings" else plan_request_cascade(
-        config, services.router.capabilities, call.tenant, parsed, route, max_tokens_on(max_tokens, route.decision,
+        config, services.router, call.tenant, parsed, route, max_tokens_on(max_tokens, route.decision,
                                                                                         route.tier))
     return GatewayRequest(call.ctx, kind, call.tenant, parsed, body, route, config, max_tokens, stream,
                           include_usage, tags, cascade)

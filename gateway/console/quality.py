@@ -57,7 +57,8 @@ async def quality(services) -> dict:
     body = {"object": "tiergate.console.quality", "enabled": monitor.config.enabled,
             "sampling_rate": monitor.config.sampling_rate, "top_tier": top.name, "judged_tiers": tiers,
             **monitor.controller.as_view(),
-            "swaps": list(monitor.swapper.history), "router": monitor.learner.status(), "changes": [], "series": None,
+            "swaps": list(monitor.swapper.history), "router": monitor.learner.status(),
+            "cascade": monitor.cascade.status(), "changes": [], "series": None,
             "similarity": None}
     if monitor.store is None:
         return body

@@ -27,6 +27,20 @@ REASONS = ("confident", "low_confidence", "no_logprobs", "upper_unavailable", "n
 
 
 @dataclass(frozen=True, slots=True)
+class LiveThreshold:
+    """A tenant's threshold calibrated on its own verdicts (gateway/quality/cascade_learning.py)."""
+    threshold: float
+    verdicts: int   # how many it was calibrated on
+    at_ms: int      # when the guard accepted it
+
+    def provenance(self) -> dict:
+        return {"source": "calibrated", "verdicts": self.verdicts, "at_ms": self.at_ms}
+
+
+STATIC = {"source": "static"}
+
+
+@dataclass(frozen=True, slots=True)
 class CascadePlan:
     """What a request's cascade will do, settled once when the request is built."""
     runs: bool = False
@@ -36,6 +50,11 @@ class CascadePlan:
     hold_tokens: int = 0      # a stream holds back this many of the first tier's tokens before deciding
     strip_logprobs: bool = False  # the gateway asked for the logprobs, not the client: they are dropped
     upper: Tier | None = None  # where a low-confidence answer is re-asked (from the routed tier)
+    calibrated: LiveThreshold | None = None  # where `threshold` came from: None, the tenant's policy
+
+    @property
+    def provenance(self) -> dict:
+        return self.calibrated.provenance() if self.calibrated is not None else STATIC
 
     def skipped(self, first_tier: Tier) -> "CascadeVerdict | None":
         return CascadeVerdict(SKIPPED, self.reason, first_tier.name) if self.asked and not self.runs else None
@@ -67,18 +86,20 @@ class CascadeVerdict:
         return headers
 
 
-def plan_request_cascade(config, capabilities: dict, tenant, parsed, route: Route, max_tokens: int) -> CascadePlan:
-    """plan_cascade under the tenant's policy (the open policy's defaults without tenants);
-    `max_tokens` is what the routed tier may generate."""
+def plan_request_cascade(config, router, tenant, parsed, route: Route, max_tokens: int) -> CascadePlan:
+    """plan_cascade under the tenant's policy (the open policy's defaults without tenants) and its
+    calibrated threshold, read from the quality monitor's in-memory snapshot; `max_tokens` is what
+    the routed tier may generate."""
     policy = getattr(tenant, "policy", None) or config.policies.defaults
-    return plan_cascade(policy.routing.cascade, parsed.params.cascade, route, capabilities,
-                        parsed.params.surface.logprobs, max_tokens)
+    return plan_cascade(policy.routing.cascade, parsed.params.cascade, route, router.capabilities,
+                        parsed.params.surface.logprobs, max_tokens, router.quality.cascade_threshold(tenant.name))
 
 
 def plan_cascade(policy: CascadePolicy, asked: bool | None, route: Route, capabilities: dict,
-                 client_logprobs: bool, max_tokens: int) -> CascadePlan:
+                 client_logprobs: bool, max_tokens: int, live: LiveThreshold | None = None) -> CascadePlan:
     """The plan for one routed request. A request may turn the cascade off, or on where the
-    tenant's mode allows it; a request asking for it under mode `off` is refused by name."""
+    tenant's mode allows it; a request asking for it under mode `off` is refused by name. `live`
+    replaces the policy's threshold unless the policy turned calibration off."""
     if policy.mode == "off":
         if asked:
             raise OpenAIError(403, "'cascade' is turned off by this tenant's policy (routing.cascade.mode: off)",
@@ -88,7 +109,9 @@ def plan_cascade(policy: CascadePolicy, asked: bool | None, route: Route, capabi
         return NOT_ASKED
     hold = max_tokens if max_tokens <= policy.hold_whole_max_tokens else policy.hold_tokens
     upper = route.next_up(route.tier)
-    plan = CascadePlan(True, "", True, policy.threshold, hold, not client_logprobs, upper)
+    live = live if policy.calibrate else None
+    threshold = live.threshold if live is not None else policy.threshold
+    plan = CascadePlan(True, "", True, threshold, hold, not client_logprobs, upper, live)
     routed_by = route.decision.routed_by
     known = capabilities.get(route.tier.name)
     why = ("explicit_model" if routed_by is RoutedBy.EXPLICIT else "pinned" if routed_by is RoutedBy.PINNED

@@ -24,6 +24,8 @@ from .policy_seam import PolicyService
 class QualityShift(Protocol):
     def threshold_shift(self, tenant: str) -> dict[int, float]: ...
 
+    def cascade_threshold(self, tenant: str): ...  # core/cascade.LiveThreshold | None
+
 
 @dataclass(frozen=True, slots=True)
 class Router:

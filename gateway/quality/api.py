@@ -42,7 +42,7 @@ async def quality(request: web.Request) -> web.Response:
             **monitor.controller.as_view(),
             "classifier": {"name": services.router.classifiers.current.name,
                            "version": version_of(services.router.classifiers.current), "swaps": monitor.swapper.history},
-            "router": monitor.learner.status(),
+            "router": monitor.learner.status(), "cascade": monitor.cascade.status(),
             "tiers": {}, "classes": {}, "changes": []}
     store = monitor.store
     if store is None:

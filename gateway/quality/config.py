@@ -72,6 +72,13 @@ class QualityConfig:
                                                "8,192.", minimum=1, maximum=10000)
     outcomes_maxlen: int = setting(20000, "Length cap of the Redis stream of outcomes (and of what is learned).",
                                    minimum=10)
+    cascade_min_verdicts: int = setting(100, "Verdicts on a tenant's cascaded answers needed before its cascade "
+                                             "threshold is calibrated; below, its policy's threshold serves.",
+                                        minimum=10)
+    cascade_calibrate_every: int = setting(20, "New verdicts of a tenant's cascaded answers per candidate threshold "
+                                                "the guard judges.", minimum=1)
+    cascade_verdicts_kept: int = setting(2000, "Newest verdicts on cascaded answers kept per tenant (and calibrated "
+                                               "on).", minimum=10, maximum=100000)
 
 
 def parse_quality(top: Fields, key: str) -> QualityConfig:
@@ -84,6 +91,8 @@ def parse_quality(top: Fields, key: str) -> QualityConfig:
         q = replace(q, min_samples=q.window)
     if q.recover >= q.trigger:
         f.fail("recover", f"must be below trigger ({q.trigger}) so the adjustment cannot oscillate")
+    if q.cascade_min_verdicts > q.cascade_verdicts_kept:
+        f.fail("cascade_min_verdicts", f"must be at most cascade_verdicts_kept ({q.cascade_verdicts_kept})")
     if q.min_samples > q.window:
         f.fail("min_samples", f"must be at most window ({q.window})")
     return q

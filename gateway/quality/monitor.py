@@ -15,12 +15,16 @@ import random
 import time
 from typing import Callable
 
+from classifier.outcome_target import DEFAULT_TARGET
+
+from ..core.cascade import ESCALATED, KEPT
 from ..core.classify import ClassifierSlot
 from ..config import Config
 from ..core.metrics import METRICS
 from ..core.request import GatewayRequest
 from ..core.upstream import Opener
 from . import metrics
+from .cascade_learning import CascadeCalibrator, CascadeSample
 from .config import QualityConfig
 from .controller import Controller
 from .hotswap import ClassifierSwapper
@@ -58,6 +62,7 @@ class QualityMonitor:
         self.controller = Controller()
         self.scorer = scorer or Scorer()
         self.learner = OutcomeLearner(classifier, snapshot)
+        self.cascade = CascadeCalibrator()
         self.swapper = ClassifierSwapper(classifier, lambda: self.config.classifier_model_dir, self._swapped)
         self.store: QualityStore | None = None
         self.queue: asyncio.Queue | None = None
@@ -73,6 +78,7 @@ class QualityMonitor:
         if redis is not None:
             self.store = QualityStore(redis, self.snapshot().redis.key_prefix)
             self.learner.start(redis, self.snapshot().redis.key_prefix)
+            self.cascade.start(redis, self.snapshot().redis.key_prefix)
         if q.classifier_model_dir:
             try:
                 await self.swapper.reload("configured classifier_model_dir")
@@ -116,6 +122,10 @@ class QualityMonitor:
     def threshold_shift(self, tenant: str) -> dict[int, float]:
         return self.controller.shift_of(tenant)
 
+    def cascade_threshold(self, tenant: str):
+        """The tenant's calibrated cascade threshold (core/cascade.LiveThreshold), None: its policy's."""
+        return self.cascade.threshold_of(tenant)
+
     def begin(self, request: GatewayRequest) -> Sample | None:
         q, config, route = self.config, request.config, request.route
         if not q.enabled or self.queue is None:
@@ -129,7 +139,7 @@ class QualityMonitor:
             c = route.classification
             candidate, shadow = route.tier, False
             unshifted = route.decision.unshifted_tier
-            if unshifted is not None:
+            if unshifted is not None and not request.cascade.runs:
                 # moved off a tier by the adjustment: keep measuring that tier (in the background)
                 would = config.tier(unshifted)
                 if would is not None and would.name != route.tier.name and (
@@ -140,7 +150,7 @@ class QualityMonitor:
             predicted = c.tier if c else None  # the classifier's own level: the shift lives in the decision
             return Sample(request_id=request.id, tenant=request.tenant.name,
                           kind=request.kind, body=request.body, route=route, candidate_tier=candidate, shadow=shadow,
-                          predicted_level=predicted, reference_tier=top)
+                          predicted_level=predicted, reference_tier=top, cascade=_cascade_policy(request))
         except Exception:
             log.exception("quality sampling failed to start")
             return None
@@ -178,6 +188,7 @@ class QualityMonitor:
             sample.served_tier = opened.tier
             if not outcome.stream:
                 sample.served_body = opened.body
+            self._take_cascade(sample, outcome.cascade)
             if not sample.shadow and opened.tier.name != sample.candidate_tier.name:
                 sample.candidate_tier = opened.tier  # failover served it elsewhere: judge that tier
                 if opened.tier.level >= sample.reference_tier.level:
@@ -190,6 +201,20 @@ class QualityMonitor:
             metrics.QUEUE_DEPTH.set(self.queue.qsize())
         except Exception:
             log.exception("quality sample could not be queued")
+
+    def _take_cascade(self, sample: Sample, verdict) -> None:
+        """A cascade that judged its first answer's confidence gives a calibration verdict. Escalated,
+        the first answer was dropped: the first tier is re-asked in the background, as for a request
+        moved off its tier, and the served answer judged too unless it is the reference."""
+        policy, sample.cascade = sample.cascade, None
+        if policy is None or verdict is None or verdict.confidence is None or verdict.outcome not in (KEPT, ESCALATED):
+            return
+        first = self.snapshot().tier(verdict.first_tier)
+        if first is None or first.level >= sample.reference_tier.level:
+            return
+        sample.cascade = CascadeSample(verdict, *policy)
+        if verdict.outcome == ESCALATED:
+            sample.candidate_tier, sample.shadow = first, True
 
     def _count(self, sample: Sample, result: str) -> None:
         self.counts[result] += 1
@@ -232,6 +257,7 @@ class QualityMonitor:
         for check in verdict.checks_failed:
             metrics.CHECK_FAILURES.labels(tier, check).inc()
         await self._learn(sample, candidate_tier.level, verdict.passed, top.level)
+        await self._calibrate(sample, verdict.passed, reference, top)
         if self.store is None:
             return
         fields = {
@@ -289,6 +315,22 @@ class QualityMonitor:
             METRICS.redis_errors.labels("quality").inc()
             log.warning("outcome not recorded: %s: %s", type(exc).__name__, exc)
 
+    async def _calibrate(self, sample: Sample, cheap_good: bool, reference, top) -> None:
+        """A cascaded answer's verdict row: the first answer judged, and the one above when it was served
+        and is not the reference itself (then it counts as right)."""
+        if sample.cascade is None or sample.candidate_tier.name != sample.cascade.verdict.first_tier:
+            return
+        strong_good = None
+        if sample.cascade.verdict.outcome == ESCALATED and sample.served_tier.level < top.level:
+            strong_good = (await self.scorer.score(sample.served_answer(), reference,
+                                                   self.config.similarity_threshold)).passed
+        try:
+            await self.cascade.record(sample.tenant, sample.request_id, sample.cascade, cheap_good, strong_good,
+                                      self.config)
+        except Exception as exc:  # Redis trouble costs the verdict, never the client
+            METRICS.redis_errors.labels("quality").inc()
+            log.warning("cascade verdict not recorded: %s: %s", type(exc).__name__, exc)
+
     async def _ask(self, sample: Sample, tier):
         return await ask(self.open_upstream, self.snapshot(), sample, tier, self.config.reference_max_tokens)
 
@@ -318,12 +360,24 @@ class QualityMonitor:
                 log.exception("classifier watch failed")
             try:
                 await self.learner.poll()
+                await self.cascade.poll(self.config)
                 self._learning_ok = True
             except Exception as exc:
                 if self._learning_ok:  # log an outage once, not every refresh
                     log.warning("outcome learning paused: %s: %s", type(exc).__name__, exc)
                 self._learning_ok = False
             await asyncio.sleep(self.config.refresh_s)
+
+
+def _cascade_policy(request: GatewayRequest) -> tuple[float, float] | None:
+    """(quality target, policy threshold) of a request whose cascade runs and calibrates; else None."""
+    if not request.cascade.runs:
+        return None
+    policy = getattr(request.tenant, "policy", None) or request.config.policies.defaults
+    if not policy.routing.cascade.calibrate:
+        return None
+    target = policy.quality_target
+    return (DEFAULT_TARGET if target is None else target), policy.routing.cascade.threshold
 
 
 def _json(obj) -> str:

@@ -34,6 +34,8 @@ class Sample:
     overflow: bool = False
     # a semantic cache hit: judged against its own tier's fresh answer, the verdict goes here
     on_verdict: Callable[[bool], None] | None = None
+    # a cascaded answer: its verdict also calibrates the tenant's cascade threshold (cascade_learning.py)
+    cascade: object = None  # cascade_learning.CascadeSample
 
     def tap(self, data: bytes) -> None:
         """Called by the stream relay with each SSE data payload; O(1), bounded."""

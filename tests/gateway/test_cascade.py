@@ -256,9 +256,10 @@ async def test_a_worker_error_on_the_first_attempt_fails_over_as_without_a_casca
 @pytest.mark.parametrize("tenant, body, says", [
     ("allow", {}, {"runs": False, "reason": "not_asked"}),
     ("allow", {"cascade": True}, {"runs": True, "from": "small", "to": "medium", "threshold": CASCADE_THRESHOLD,
-                                  "hold_tokens": 32}),
+                                  "threshold_source": {"source": "static"}, "hold_tokens": 32}),
     ("skip-medium", {"cascade": True}, {"runs": True, "from": "small", "to": "large",
-                                        "threshold": CASCADE_THRESHOLD, "hold_tokens": 32}),
+                                        "threshold": CASCADE_THRESHOLD, "threshold_source": {"source": "static"},
+                                        "hold_tokens": 32}),
     ("small-only", {"cascade": True}, {"runs": False, "from": "small", "to": None, "reason": "no_higher_tier"}),
     ("on", {"model": "small"}, {"runs": False, "from": "small", "to": "medium", "reason": "explicit_model"}),
 ])

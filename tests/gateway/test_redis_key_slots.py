@@ -18,6 +18,7 @@ from gateway.core.affinity import prefix_keys
 from gateway.batches.files import FileStore
 from gateway.batches.store import BatchStore
 from gateway.config import Affinity
+from gateway.quality.cascade_store import CascadeStore
 from gateway.quality.store import keys as quality_keys, tenant_keys as quality_tenant_keys
 from gateway.batches.storage_quota import StorageQuota
 from policies.alerts.store import AlertKeys
@@ -97,6 +98,12 @@ def quality_groups(tenant: str) -> list[list[str]]:
     return [[windows + "small", k["class"] + "2", ctl, k["changes"], k["tier"] + "small", k["tenants"]]]  # record_verdict.lua's
 
 
+def cascade_groups(tenant: str) -> list[list[str]]:
+    """A cascade verdict's transaction: the tenant's list and count."""
+    store = CascadeStore(_NoRedis(), PREFIX)
+    return [[store.tenant_key(tenant, "verdicts"), store.tenant_key(tenant, "count")]]
+
+
 def registry_groups(_tenant: str) -> list[list[str]]:
     """registry_write.lua takes a records hash, the audit stream and the version; the snapshot
     transaction takes both hashes and the version."""
@@ -122,6 +129,7 @@ BUILDERS = {
     "gateway/core/affinity.py": affinity_groups,
     "gateway/cache/store.py": cache_groups,
     "gateway/quality/store.py": quality_groups,
+    "gateway/quality/cascade_store.py": cascade_groups,
     "policies/registry/store.py": registry_groups,
     "policies/alerts/store.py": alert_groups,
     "policies/concurrency.py": concurrency_groups,

@@ -200,12 +200,18 @@ async function showQuality() {
   const shift = Object.entries(q.threshold_shift);
   setText("router-outcomes", `${count(q.router.learned)} / ${count(q.router.heldout)}`);
   setText("router-candidates", `${count(q.router.swapped)} / ${count(q.router.refused)}`);
+  const cascades = Object.entries(q.cascade.tenants);
+  setText("cascade-thresholds", cascades.length ? cascades.map(([t, c]) => c.source === "calibrated"
+    ? `${t}: ${c.threshold.toFixed(3)} (calibrated on ${count(c.verdicts)} verdicts, ${new Date(c.at_ms).toISOString()})`
+    : `${t}: policy's (static, ${count(c.verdicts_recorded)} verdicts)`).join("; ") : "policy's (static)");
   setText("quality-shift", shift.length ? shift.map(([k, v]) => `level ≥${k}: ${v >= 0 ? "+" : ""}${v}`).join(", ") : "none");
   const events = [
     ...q.changes.map((c) => ({ at: c.at_ms, what: "threshold", detail: JSON.stringify(c) })),
     ...q.swaps.filter((s) => s.at_ms).map((s) => ({ at: s.at_ms, what: "classifier swap", detail: `${s.previous} → ${s.current} (${s.reason})` })),
     ...q.router.history.map((r) => ({ at: r.at_ms, what: `router candidate ${r.result}`,
       detail: `${r.batch} new outcomes; savings at 95% quality ${r.savings_at_95pct.candidate} vs serving ${r.savings_at_95pct.serving} on ${r.heldout} held out` })),
+    ...q.cascade.history.map((r) => ({ at: r.at_ms, what: `cascade threshold ${r.result}`,
+      detail: `tenant ${r.tenant}: ${r.candidate_threshold} (serving ${r.serving_threshold}) on ${r.verdicts} verdicts, ${r.heldout} held out` })),
   ].sort((a, b) => b.at - a.at);
   fillTable("changes", events.map((e) => [new Date(e.at).toISOString(), e.what, e.detail]));
   if (q.series && q.series.minutes.length) {
