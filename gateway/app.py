@@ -66,6 +66,8 @@ async def open_requests(request: web.Request, handler):
     except OpenAIError:
         return await handler(request)  # the handler answers the refusal
     slot = await policy.hold(tenant)
+    if slot is None:  # no limit to count against: no task to give a place back
+        return await handler(request)
     try:
         return await handler(request)
     finally:
