@@ -19,7 +19,8 @@ guard, the served counts per kind at the default, and last one JSON object: the 
 rate of served hits and the paraphrase hit rate (Wilson 95% intervals) at the default policy
 (policies/config.SemanticCachePolicy), before and after the quality monitor judged a sample of
 the served hits (`sample_rate`; a served near duplicate fails, a paraphrase passes; failures
-raise the bar, gateway/cache/similarity_bar.py), with the guard and, for contrast, without it.
+raise the bar, gateway/cache/similarity_bar.py), with the guard and, for contrast, without it;
+and the wrong answers served among near twins of the guard's spelling rules (semantic_twins.py).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import json
 import math
 import random
 
+from benchmarks.semantic_twins import twins
 from gateway.cache.answer_bearing import fingerprint
 
 COUNTRIES = ["France", "Japan", "Peru", "Kenya", "Norway", "Chile", "Egypt", "Canada", "Poland", "Vietnam",
@@ -218,6 +220,7 @@ def main(per_kind: int = 45, sample_rate: float = 0.2) -> None:
     near, same = pairs(per_kind=per_kind)
     cos = lambda a, b: float(embed([("user", a)]) @ embed([("user", b)]))  # noqa: E731
     near_sim = [(cos(a, b), guarded(a, b)) for a, b in near]
+    twin_sim = [(cos(a, b), guarded(a, b)) for a, b in twins(per_rule=per_kind)]
     same_sim = [(cos(a, b), guarded(a, b)) for a, b in same]
     for step in range(70, 101, 2):
         t = step / 100
@@ -244,6 +247,12 @@ def main(per_kind: int = 45, sample_rate: float = 0.2) -> None:
                       "after_monitor": {**after, "sampled_hits": sampled, "sample_rate": sample_rate},
                       "without_guard": {"before_monitor": _at_bar(*bare, policy.min_similarity),
                                         "after_monitor": {**bare_after, "sampled_hits": bare_sampled}},
+                      "spelling_rule_twins": {"pairs": len(twin_sim), "source": "benchmarks/semantic_twins",
+                                              "distinct": len(set(twins(per_rule=per_kind))),
+                                              "wrong_answer": _rate(_served(twin_sim, policy.min_similarity),
+                                                                    len(twin_sim)),
+                                              "without_guard": _rate(sum(c >= policy.min_similarity for c, _ in twin_sim),
+                                                                     len(twin_sim))},
                       "goals": {"wrong_answer_max": 0.01, "paraphrase_hit_min": 0.5}}))
 
 
