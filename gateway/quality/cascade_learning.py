@@ -10,6 +10,7 @@ a Redis call. A tenant's threshold is only ever computed from that tenant's verd
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -99,7 +100,8 @@ class CascadeCalibrator:
             self.decided_at[tenant] = count
             rows = await self.store.verdicts(tenant)
             serving = accepted.threshold if accepted is not None else rows[-1].static if rows else 0.0
-            verdict = decide(rows, serving, q.cascade_min_verdicts, q.min_heldout)
+            verdict = await asyncio.get_running_loop().run_in_executor(  # off the event loop: numpy over all rows
+                None, decide, rows, serving, q.cascade_min_verdicts, q.min_heldout)
             if verdict is None:
                 continue
             result = "accepted" if verdict["accepted"] else "refused"

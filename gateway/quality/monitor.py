@@ -68,7 +68,7 @@ class QualityMonitor:
         self.queue: asyncio.Queue | None = None
         self.counts = {"sampled": 0, "dropped": 0, "passed": 0, "failed": 0, "error": 0}
         self._tasks: list[asyncio.Task] = []
-        self._shared_ok = self._learning_ok = True
+        self._shared_ok = self._learning_ok = self._cascade_ok = True
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -360,12 +360,18 @@ class QualityMonitor:
                 log.exception("classifier watch failed")
             try:
                 await self.learner.poll()
-                await self.cascade.poll(self.config)
                 self._learning_ok = True
             except Exception as exc:
                 if self._learning_ok:  # log an outage once, not every refresh
                     log.warning("outcome learning paused: %s: %s", type(exc).__name__, exc)
                 self._learning_ok = False
+            try:
+                await self.cascade.poll(self.config)
+                self._cascade_ok = True
+            except Exception as exc:
+                if self._cascade_ok:
+                    log.warning("cascade calibration paused: %s: %s", type(exc).__name__, exc)
+                self._cascade_ok = False
             await asyncio.sleep(self.config.refresh_s)
 
 
