@@ -30,7 +30,6 @@ from policies.usage_log import read_records
 from tests.gateway.e2e_stack import e2e_stack, tier
 from tests.support import Pending, wait_until
 from tests.support.metrics import metric, scrape
-from tests.support.stack import label
 
 TENANTS = ("dropper", "killer")
 DEADLINE_S = 60.0  # per request: a hung connection fails the test instead of stalling it
@@ -56,6 +55,11 @@ def stack(tmp_path_factory):
 def _get(url: str | urllib.request.Request) -> str:
     with urllib.request.urlopen(url, timeout=5) as response:
         return response.read().decode()
+
+
+def _name(index: int) -> str:
+    """How the gateway names worker `index` to a tenant (x-tiergate-backend): its tier, its place in it."""
+    return f"small-{index + 1}"
 
 
 def _outstanding(stack) -> dict[str, int]:
@@ -143,7 +147,7 @@ def _whole(client, i, max_tokens: int = 32):
 
 
 def _streamed(client, i, started: queue.Queue):
-    """Puts the serving worker's label on `started` once the first chunk arrived."""
+    """Puts the serving worker's name on `started` once the first chunk arrived."""
     try:
         stream = client.chat.completions.create(
             model="small", max_tokens=32, stream=True, extra_body={"ignore_eos": True},
@@ -176,7 +180,7 @@ def test_worker_killed_under_mixed_load(stack):
         futures += [pool.submit(_streamed, client, i, started) for i in range(n_streams)]
         # the victim is the worker of the first stream to start: that stream is cut mid-way, while
         # the non-streamed requests it also holds (32 tokens each) are still generating
-        victim = [label(url) for url in stack.worker_urls].index(started.get(timeout=DEADLINE_S))
+        victim = [_name(i) for i in range(len(stack.worker_urls))].index(started.get(timeout=DEADLINE_S))
         assert _outstanding(stack)[stack.worker_urls[victim]] >= 2  # killed under load
         stack.workers[victim].send_signal(signal.SIGKILL)
         outcomes = [f.result(timeout=DEADLINE_S) for f in futures]
@@ -188,6 +192,6 @@ def test_worker_killed_under_mixed_load(stack):
     assert kinds.count("cut") >= 1 and retries >= 1  # the kill hit a started stream and unstarted requests
     with _client(stack, "killer") as client:
         for i in range(3):  # afterwards, traffic keeps flowing to the survivor
-            assert _whole(client, 100 + i, max_tokens=4)[1] == label(stack.worker_urls[1 - victim])
+            assert _whole(client, 100 + i, max_tokens=4)[1] == _name(1 - victim)
     stack.workers[victim].wait(timeout=5)
     _assert_settled(stack, "killer", n_whole + n_streams - kinds.count("503") + 3)
