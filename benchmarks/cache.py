@@ -47,14 +47,17 @@ def _services(prefix: str, semantic: bool):
     from gateway.core.policy_seam import OpenPolicy
     from gateway.core.services import assemble
     from gateway.core.transport import http_transport
+    from gateway.quality.monitor import QualityMonitor
     from launcher.processes import SHARED_REDIS
 
     doc = {"tiers": [{"name": "small", "level": 1, "model": "m", "workers": [{"url": "http://unused.test"}],
                       "price_per_mtok": {"input": PRICE[0], "output": PRICE[1]}}],
            "redis": {"url": SHARED_REDIS, "key_prefix": prefix}, "cache": {"enabled": True},
            "policy": {"defaults": {"cache": {"semantic": {"enabled": semantic}}}}}
-    return assemble(parse_config(doc), ClassifierSlot(PromptLengthClassifier()), None,
-                    http_transport(None, 1.0, 1.0), OpenPolicy(), aioredis.from_url(SHARED_REDIS))  # no worker is called
+    config, slot = parse_config(doc), ClassifierSlot(PromptLengthClassifier())
+    quality = QualityMonitor(lambda: config, slot, None)  # built, never started: it samples nothing
+    return assemble(config, slot, quality, http_transport(None, 1.0, 1.0), OpenPolicy(),
+                    aioredis.from_url(SHARED_REDIS))  # no worker is called
 
 
 async def _trace(services, rate: float, requests: int, seed: int) -> dict:
