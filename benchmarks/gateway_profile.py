@@ -28,7 +28,7 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.gateway import gateway_config
+from benchmarks.gateway import TENANT_KEY, gateway_config
 from benchmarks.gateway_calls import BODY, wait_http
 from launcher import commands
 from launcher.group import ProcessGroup, clean_env
@@ -36,9 +36,10 @@ from launcher.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).with_name("profiled_serve.py")
+REDIS_URL = "redis://127.0.0.1:6379/0"  # the local one, as the benchmark's launcher would start
 
 
-async def _load(url: str, seconds: float, concurrency: int = 64) -> int:
+async def _load(url: str, seconds: float, concurrency: int = 64, headers: dict | None = None) -> int:
     """Requests answered by a closed loop of `concurrency` connections over `seconds`."""
     done = 0
     deadline = time.perf_counter() + seconds
@@ -47,7 +48,7 @@ async def _load(url: str, seconds: float, concurrency: int = 64) -> int:
     async def worker(session):
         nonlocal done
         while time.perf_counter() < deadline:
-            async with session.post(url, json=body) as response:
+            async with session.post(url, json=body, headers=headers) as response:
                 await response.read()
                 if response.status != 200:
                     raise RuntimeError(f"HTTP {response.status}")
@@ -58,37 +59,38 @@ async def _load(url: str, seconds: float, concurrency: int = 64) -> int:
     return done
 
 
-async def _profile(gateway, url: str, seconds: float, concurrency: int, profile: bool = True) -> tuple[float, int]:
+async def _profile(gateway, url: str, seconds: float, concurrency: int, profile: bool = True,
+                   headers: dict | None = None) -> tuple[float, int]:
     """(CPU seconds per request without the profiler, requests answered while profiled)."""
     async with aiohttp.ClientSession() as session:
         await wait_http(session, url.rsplit("/v1/", 1)[0] + "/health")
-    await _load(url, 2.0)  # warm: connections, caches, the classifier's first calls
+    await _load(url, 2.0, headers=headers)  # warm: connections, caches, the classifier's first calls
     # CPU time per request: on a shared machine steadier than requests/s
     before = _cpu_s(gateway.pid)
-    unprofiled = await _load(url, seconds, concurrency)
+    unprofiled = await _load(url, seconds, concurrency, headers)
     cpu_per_request = (_cpu_s(gateway.pid) - before) / unprofiled
     if not profile:
         return cpu_per_request, 0
     gateway.send_signal(signal.SIGUSR1)
-    done = await _load(url, seconds, concurrency)
+    done = await _load(url, seconds, concurrency, headers)
     gateway.send_signal(signal.SIGUSR2)
     return cpu_per_request, done
 
 
 async def _compare(gateways: list[tuple[str, object, str]], seconds: float, slice_s: float,
-                   concurrency: int) -> dict[str, tuple[int, float]]:
+                   concurrency: int, headers: dict | None = None) -> dict[str, tuple[int, float]]:
     """name -> (requests, CPU seconds per request), each gateway loaded for `seconds` in turns."""
     async with aiohttp.ClientSession() as session:
         for _, _, url in gateways:
             await wait_http(session, url.rsplit("/v1/", 1)[0] + "/health")
     for _, _, url in gateways:
-        await _load(url, 2.0)  # warm
+        await _load(url, 2.0, headers=headers)  # warm
     served = {name: 0 for name, _, _ in gateways}
     cpu = {name: 0.0 for name, _, _ in gateways}
     for turn in range(max(1, round(seconds / slice_s))):
         for name, process, url in gateways if turn % 2 == 0 else gateways[::-1]:
             before = _cpu_s(process.pid)
-            served[name] += await _load(url, slice_s, concurrency)
+            served[name] += await _load(url, slice_s, concurrency, headers)
             cpu[name] += _cpu_s(process.pid) - before
     return {name: (served[name], cpu[name] / served[name]) for name in served}
 
@@ -135,6 +137,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--stats", type=Path, default=None, help="also keep the raw result here")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (1: one at a time)")
+    parser.add_argument("--tenants", action="store_true",
+                        help="benchmarks.gateway --tenants' config: a tenant's key, reserved and settled in Redis")
     parser.add_argument("--cpu-only", action="store_true", help="only the CPU time per request, no profile")
     args = parser.parse_args()
     trees = [tree.resolve() for tree in args.tree or [ROOT]]
@@ -144,15 +148,16 @@ def main() -> None:
     group = ProcessGroup(log_dir=tmp / "logs")
     try:
         group.spawn("upstream", commands.fake_upstream(up_port, "--chunks", "8"))
-        gateway_config(f"http://127.0.0.1:{up_port}", tmp / "gateway.yaml")
+        gateway_config(f"http://127.0.0.1:{up_port}", tmp / "gateway.yaml", tenants=args.tenants, redis_url=REDIS_URL)
+        headers = {"Authorization": f"Bearer {TENANT_KEY}"} if args.tenants else None
         gateways = [_start(group, tree, i, tmp, stats_path) for i, tree in enumerate(trees)]
         if len(gateways) > 1:
-            results = asyncio.run(_compare(gateways, args.seconds, args.slice, args.concurrency))
+            results = asyncio.run(_compare(gateways, args.seconds, args.slice, args.concurrency, headers))
             for name, (served, cpu) in results.items():
                 print(f"{name}: {served} requests, gateway process CPU time {cpu * 1e6:.0f} us per request")
             return
         (_, gateway, url), = gateways
-        cpu, done = asyncio.run(_profile(gateway, url, args.seconds, args.concurrency, not args.cpu_only))
+        cpu, done = asyncio.run(_profile(gateway, url, args.seconds, args.concurrency, not args.cpu_only, headers))
         print(f"gateway process CPU time, unprofiled: {cpu * 1e6:.0f} us per request")
         if args.cpu_only:
             return
@@ -167,11 +172,10 @@ def main() -> None:
 def _start(group: ProcessGroup, tree: Path, index: int, tmp: Path, stats_path: Path) -> tuple[str, object, str]:
     """(name, process, chat URL) of one gateway process run from `tree` by profiled_serve.py."""
     port = free_port()
-    # the Redis the benchmark's launcher would start: here the local one (TIERGATE_REDIS_URL)
     gateway = ProcessGroup(log_dir=tmp / "logs", cwd=tree).spawn(
         f"gateway-{index}", [sys.executable, str(RUNNER), str(stats_path), "--config", str(tmp / "gateway.yaml"),
                              "--port", str(port)],
-        env=clean_env(PYTHONPATH=str(tree), TIERGATE_REDIS_URL="redis://127.0.0.1:6379/0"))
+        env=clean_env(PYTHONPATH=str(tree), TIERGATE_REDIS_URL=REDIS_URL))
     group.procs.append(gateway)
     group.wait_port(port, timeout_s=120)  # fails fast, with the logs, if the gateway exits
     return f"{index}:{tree.name}", gateway, f"http://127.0.0.1:{port}/v1/chat/completions"

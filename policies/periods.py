@@ -3,8 +3,9 @@ and when each ends. Labels name Redis keys and usage-log fields: a day `2026-12-
 the local date it began `2026-11-30`, a month `2026-12`."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 PERIODS = ("daily", "weekly", "monthly")
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -27,8 +28,14 @@ def _week_begins(now: datetime, week_start: int) -> datetime:
 
 
 def periods_at(now: datetime, week_start: int = 0) -> Periods:
-    return Periods(now.strftime("%Y-%m-%d"), _week_begins(now, week_start).strftime("%Y-%m-%d"),
-                   now.strftime("%Y-%m"))
+    return _periods_of(now.date(), week_start)
+
+
+@functools.lru_cache(maxsize=64)
+def _periods_of(day: date, week_start: int) -> Periods:
+    """The labels of a local day: asked several times a request, they change once a day."""
+    begins = day - timedelta(days=(day.weekday() - week_start) % 7)
+    return Periods(day.isoformat(), begins.isoformat(), day.strftime("%Y-%m"))
 
 
 def week_of_day(day: str, week_start: int = 0) -> str:
