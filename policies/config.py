@@ -5,6 +5,7 @@ package never sees the gateway's config. Defaults are the dataclass defaults bel
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, replace
@@ -195,11 +196,11 @@ class Budgets:
         """`period`: daily | weekly | monthly; `kind`: soft | hard."""
         return getattr(self, f"{period}_{kind}")
 
-    @property
+    @functools.cached_property  # read several times a request; a Budgets never changes
     def hard(self) -> bool:
         return any(self.amount(p, "hard") is not None for p in PERIODS)
 
-    @property
+    @functools.cached_property
     def any(self) -> bool:
         return self.hard or any(self.amount(p, "soft") is not None for p in PERIODS)
 
