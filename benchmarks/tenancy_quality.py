@@ -80,7 +80,6 @@ async def _scenario(workdir: Path, learn_across_tenants: bool, flood: bool) -> d
                "learn_across_tenants": learn_across_tenants}
     tiers = [tier("small", 1, [small_url], max_tokens_cap=1), tier("top", 4, [top_url])]
     alpha_prompts = [unanswerable(i) for i in range(len(CHAT_PROMPTS) * VOLUME_RATIO)]
-    sent = alpha_prompts if flood else alpha_prompts[::VOLUME_RATIO]
     started = time.perf_counter()
     try:
         async with tenant_gateway(workdir, tiers, quality=quality) as (url, state):
