@@ -214,7 +214,7 @@ def _monitored(near_sim, same_sim, policy, sample_rate: float, seed: int = 59) -
 
 def main(per_kind: int = 45, sample_rate: float = 0.2) -> None:
     from gateway.cache.semantic import embed
-    from policies.config import SemanticCachePolicy
+    from policies.cache_policy import SemanticCachePolicy
 
     policy = SemanticCachePolicy()
     near, same = pairs(per_kind=per_kind)

@@ -5,16 +5,17 @@ package never sees the gateway's config. Defaults are the dataclass defaults bel
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Sequence
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from policies.costs import usd_to_micro
-from policies.periods import PERIODS, WEEKDAYS
+from policies.budgets import BUDGETS_DOC, Budgets, read_budgets
+from policies.cache_policy import CachePolicy
+from policies.periods import WEEKDAYS
+from policies.routing_policy import RoutingPolicy
 from typedconfig import MISSING, Fields, parse_section, setting
 from typedconfig.sections import reject_moved
 
@@ -52,99 +53,7 @@ class StorageQuotas:
                                          "never refuses a file or a stored response.", minimum=1024)
 
 
-CACHE_MODES = ("deterministic", "requested", "off")
 
-
-@dataclass(frozen=True)
-class CachePrice:
-    input: float = setting(0.0, "USD per million prompt tokens of an answer served from the cache.", minimum=0)
-    output: float = setting(0.0, "USD per million completion tokens of an answer served from the cache.",
-                            minimum=0)
-
-
-SEMANTIC_MIN_SIMILARITY = 0.8  # benchmarks/semantic_pairs.py measures the default (docs/caching.md)
-
-
-@dataclass(frozen=True)
-class SemanticCachePolicy:
-    enabled: bool = setting(False, "Serve a cached answer to a similar prompt of this tenant (tier zero, "
-                                   "docs/caching.md): only when every answer-bearing token of the two prompts "
-                                   "agrees and the similarity clears the bar. Off: no added work on any request.")
-    min_similarity: float = setting(SEMANTIC_MIN_SIMILARITY, "The cosine (the router's static vectors) a "
-                                                             "candidate needs while sampled hits pass; failed "
-                                                             "samples raise it by failure_step each.",
-                                    minimum=0.5, maximum=1.0)
-    failure_step: float = setting(0.05, "How much each failed sampled semantic hit in the last `window` raises "
-                                        "the similarity needed; past 1, no semantic hit is served.",
-                                  minimum=0.0, maximum=1.0)
-    window: int = setting(200, "Sampled semantic hits remembered for failure_step.", minimum=1, maximum=10_000)
-    max_entries: int = setting(10_000, "Prompts this tenant's semantic index keeps per gateway process; past it "
-                                       "the least recently used go.", minimum=1, maximum=1_000_000)
-    index_bytes: int = setting(16 << 20, "Bytes (vectors, fingerprints, keys) of this tenant's semantic index "
-                                         "per process, a quota of its own beside storage.cache_bytes, which "
-                                         "bounds the answers.", minimum=4096, maximum=1 << 30)
-
-
-@dataclass(frozen=True)
-class CachePolicy:
-    mode: str = setting("deterministic", "Which requests the exact response cache serves and stores (when the "
-                                         "gateway's cache.enabled is on): deterministic (temperature 0 or a "
-                                         "seed, and any request that asks), requested (only requests that ask: "
-                                         "cache.mode exact in the body or x-tiergate-cache-mode: exact) or off "
-                                         "(a request that asks is a 400).", choices=CACHE_MODES)
-    ttl_s: int = setting(3600, "How long a cached answer is served; a request may ask for less or more "
-                               "(cache.ttl_s), up to max_ttl_s.", minimum=1)
-    max_ttl_s: int = setting(7 * 86400, "The longest cache.ttl_s a request may ask for; past it, a 400.",
-                             minimum=1)
-    price_per_mtok: CachePrice = setting(CachePrice(), "What an answer served from the cache is billed (default "
-                                                       "nothing); the usage log marks it usage_source cache.")
-    semantic: SemanticCachePolicy = setting(SemanticCachePolicy(), "The semantic cache: tier zero, off by "
-                                                                   "default (docs/caching.md).")
-
-
-CASCADE_MODES = ("off", "allow", "on")
-
-
-def _cascade_mode(f: Fields, key: str) -> str:
-    value = f.get(key, "allow")
-    if isinstance(value, bool):  # YAML 1.1 reads an unquoted off/on as a boolean
-        value = "on" if value else "off"
-    if value not in CASCADE_MODES:
-        f.fail(key, f"must be one of {', '.join(CASCADE_MODES)}, got {value!r}")
-    return value
-# classifier/cascade_confidence.DEFAULT_THRESHOLD, which policies may not import (a test holds them equal);
-# the confidence is a margin in nats, at most classifier/cascade_confidence.MAX_MARGIN
-CASCADE_THRESHOLD = 0.0
-CASCADE_MAX_MARGIN = 20.0
-MAX_HOLD_TOKENS = 4096  # a held stream keeps this many tokens in the gateway at most
-
-
-@dataclass(frozen=True)
-class CascadePolicy:
-    mode: str = setting("allow", "off: never (a request asking for it gets 403); allow: only requests with "
-                                 "\"cascade\": true; on: every routed request unless it sends \"cascade\": false. "
-                                 "A cascade may bill two answers (docs/routing.md, Cascade).", choices=CASCADE_MODES,
-                        parse=lambda f, k: _cascade_mode(f, k))
-    threshold: float = setting(CASCADE_THRESHOLD, "The cheap tier's answer is kept when its confidence "
-                                                  "(classifier/cascade_confidence.py) is at least this; below "
-                                                  "it, one usable tier up is asked.", minimum=-1000.0,
-                               maximum=CASCADE_MAX_MARGIN)
-    calibrate: bool = setting(True, "Replace threshold with one calibrated on this tenant's own verdicts from the "
-                                    "quality monitor once the guard accepts one (docs/routing.md, Cascade: "
-                                    "configuration); false: threshold always serves and no verdicts are kept.")
-    hold_tokens: int = setting(32, "A cascaded stream longer than hold_whole_max_tokens holds back this many "
-                                   "tokens of the cheap tier's answer to decide on.", minimum=1,
-                               maximum=MAX_HOLD_TOKENS)
-    hold_whole_max_tokens: int = setting(256, "A cascaded stream whose max_tokens is at most this holds back "
-                                              "the whole cheap answer before deciding.", minimum=0,
-                                         maximum=MAX_HOLD_TOKENS)
-
-
-@dataclass(frozen=True)
-class RoutingPolicy:
-    cascade: CascadePolicy = setting(CascadePolicy(), "The cascade: the routed tier answers first and its own "
-                                                      "confidence decides whether the next usable tier up is "
-                                                      "asked (docs/routing.md, Cascade: configuration).")
 
 
 _TAG = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -157,56 +66,6 @@ def _tag_names(f: Fields, key: str) -> tuple[str, ...] | None:
         f.fail(key, f"must list at most {MAX_ALLOWED_TAGS} tags, each [A-Za-z0-9_.:-]{{1,64}}")
     return None if names is None else tuple(dict.fromkeys(names))
 
-
-def _budget_pair(f: Fields) -> tuple[int | None, int | None]:
-    soft, hard = f.number("soft", None, minimum=0), f.number("hard", None, minimum=0)
-    f.finish()
-    try:
-        pair = (None if soft is None else usd_to_micro(soft), None if hard is None else usd_to_micro(hard))
-    except ValueError as exc:
-        f.fail(None, str(exc))
-    if pair[0] is not None and pair[1] is not None and pair[0] > pair[1]:
-        f.fail("soft", "must not exceed hard")
-    return pair
-
-
-def _budgets(f: Fields, key: str) -> "Budgets":
-    b = f.child(key)
-    day, week, month = (_budget_pair(b.child(f"{period}_usd")) for period in PERIODS)
-    b.finish()
-    return Budgets(day[0], day[1], month[0], month[1], week[0], week[1])
-
-
-def parse_budgets(raw: Any, source: str) -> "Budgets":
-    """A `budgets` mapping read alone (an admin API body's), errors naming `budgets.<field>`."""
-    return _budgets(Fields({"budgets": raw}, "", source), "budgets")
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """All amounts in integer micro-dollars; None = no such budget."""
-    daily_soft: int | None = None
-    daily_hard: int | None = None
-    monthly_soft: int | None = None
-    monthly_hard: int | None = None
-    weekly_soft: int | None = None
-    weekly_hard: int | None = None
-
-    def amount(self, period: str, kind: str) -> int | None:
-        """`period`: daily | weekly | monthly; `kind`: soft | hard."""
-        return getattr(self, f"{period}_{kind}")
-
-    @functools.cached_property  # read several times a request; a Budgets never changes
-    def hard(self) -> bool:
-        return any(self.amount(p, "hard") is not None for p in PERIODS)
-
-    @functools.cached_property
-    def any(self) -> bool:
-        return self.hard or any(self.amount(p, "soft") is not None for p in PERIODS)
-
-
-BUDGETS_DOC = ("{daily_usd, weekly_usd, monthly_usd: {soft, hard}} in USD; periods begin at midnight in "
-               "policy.timezone, weeks on policy.week_start.")
 
 
 @dataclass(frozen=True)
@@ -239,7 +98,7 @@ class TenantPolicy:
                                                 "clamp or budget downgrade).", factory=dict)
     rate_limits: RateLimits = setting(RateLimits(), "Limits per tenant (a key may add its own).")
     budgets: Budgets = setting(Budgets(), BUDGETS_DOC + " A spent hard budget refuses with 429, a soft one "
-                                                        "downgrades.", parse=_budgets, shown_as="mapping")
+                                                        "downgrades.", parse=read_budgets, shown_as="mapping")
     soft_budget_action: str = setting("downgrade", "Past a soft budget: downgrade (one allowed tier cheaper) "
                                                    "or none.", choices=SOFT_BUDGET_ACTIONS)
     allowed_tags: tuple[str, ...] | None = setting(None, "Tags this tenant's requests may carry for spend by tag "
@@ -266,7 +125,7 @@ class ApiKey:
                               "is never stored.", parse=lambda f, key: _sha256(f, key, MISSING))
     rate_limits: RateLimits = setting(RateLimits(), "Limits of this key alone, on top of the tenant's.")
     budgets: Budgets = setting(Budgets(), "This key's own budgets, on top of the tenant's (both must have room): "
-                                          + BUDGETS_DOC, parse=_budgets, shown_as="mapping")
+                                          + BUDGETS_DOC, parse=read_budgets, shown_as="mapping")
 
 
 ADMIN_SCOPES = ("read", "write")

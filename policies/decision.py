@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 from wire.capabilities import CONTEXT, Capabilities, Needs
 from wire.errors import OpenAIError
 
-from policies.config import Budgets, TenantPolicy
+from policies.budgets import Budgets
+from policies.config import TenantPolicy
 from policies.periods import PERIODS
 from policies.costs import micro_to_usd
 from policies.decision_types import AUTO, Decision, RoutedBy, RouteRequest, Signal, Step, StepKind

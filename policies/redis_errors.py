@@ -36,3 +36,11 @@ def unsent(exc: BaseException) -> bool:
         return False
     frames = {frame.f_code.co_name for frame, _ in traceback.walk_tb(exc.__traceback__)}
     return "_send_packed_command" in frames and "drain" not in frames
+
+
+class RedisUnavailable(Exception):
+    """Redis could not serve a policy call (down, timed out, or full)."""
+
+
+class RedisFull(RedisUnavailable):
+    """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from zoneinfo import ZoneInfo
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from redis.exceptions import MaxConnectionsError, OutOfMemoryError
 
-from policies.redis_errors import REDIS_DOWN, unsent
+from policies.redis_errors import REDIS_DOWN, RedisFull, RedisUnavailable, unsent
 from wire.errors import OpenAIError
 
 from policies import metrics
-from policies.config import Budgets, PoliciesConfig, Tenant
+from policies.budgets import Budgets
+from policies.config import PoliciesConfig, Tenant
 from policies.costs import TierPrice, micro_to_usd, request_cost_micro, tier_price
 from policies.decision import Decision, RouteRequest, UsageSnapshot, decide_route
 from policies.alerts.deliverer import BudgetAlerts, budget_alerts
@@ -26,10 +26,12 @@ from policies.registry.admin import RegistryAdmin
 from policies.registry.cache import RegistryCache, registry_cache
 from policies.local_limits import LocalLimits
 from policies.concurrency import LEASE_S, ConcurrencyLimits, Slot
-from policies.periods import PERIODS, Periods, next_reset, periods_at
-from policies.store import (ADMITTED, OVER_BUDGET, AdmitResult, PolicyStore, Reservation, Spend, holds_budget,
+from policies.periods import PERIODS, Periods, periods_at
+from policies.store import (ADMITTED, PolicyStore, Reservation, Spend, holds_budget,
                             key_budgets_of, limits_of)
+from policies.refusals import allowed_tags, refusal
 from policies.renewal import Renewals
+from policies.usage_report import usage_report
 from policies.replica import ReplicaState, replica_state
 from policies.usage_log import UsageLog, UsageRecord
 from typedconfig import ConfigError
@@ -56,19 +58,6 @@ class RedisAccess:
     timeout_s: float      # longest wait for one Redis call
     retry_after_s: float  # after a failure, skip Redis this long (no per-request timeout stalls)
     reservation_ttl_s: float = 600.0  # an unsettled reservation (its gateway crashed) stops counting after this
-
-
-class RedisUnavailable(Exception):
-    pass
-
-
-class RedisFull(RedisUnavailable):
-    """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""
-
-
-def _seconds_until(now: datetime, what: str, week_start: int) -> int:
-    period = what.removeprefix("key_")
-    return max(1, math.ceil((next_reset(now, period, week_start) - now.astimezone(timezone.utc)).total_seconds()))
 
 
 class PolicyService:
@@ -209,7 +198,7 @@ class PolicyService:
                 raise
             result = self.local.admit(unbudgeted, limits_of(unbudgeted), request_id, 0, 0, (Spend(), Spend()))
             if result.status != ADMITTED:
-                raise self._refusal(tenant, result) from None
+                raise refusal(tenant, result, self.clock(), self.week_start) from None
 
     # -- open requests ----------------------------------------------------------------------------
     async def hold(self, tenant: Tenant) -> Slot | None:
@@ -269,7 +258,7 @@ class PolicyService:
         reservation = Reservation(request_id, billable * self._worst_cost(tiers, prompt, completion),
                                   int(self.access.reservation_ttl_s * 1000))
         admission = Admission(tenant, request_id, charge, max_tokens, True, client_request_id,
-                              self._allowed_tags(tenant, tags))
+                              allowed_tags(tenant, tags))
         try:
             result = await self.call_redis("admit", lambda: self.store.admit(tenant, member, charge, periods,
                                                                          reservation))
@@ -288,14 +277,14 @@ class PolicyService:
                                       (self.spent(tenant.name), self.spent(tenant.name, tenant.key_id)))
             metrics.REDIS_UNAVAILABLE.labels("admit", "local_limits").inc()
             if result.status != ADMITTED:
-                raise self._refusal(tenant, result) from None
+                raise refusal(tenant, result, self.clock(), self.week_start) from None
             # nothing was charged in Redis: a settle that reaches it charges the real usage in full
             return replace(admission, limited=False, charged_tokens=0)
         self._remember(tenant.name, None, periods, result.tenant_spend)
         if tenant.key_id and key_budgets_of(tenant).any:  # admit reads a key's spend only when it has budgets
             self._remember(tenant.name, tenant.key_id, periods, result.key_spend)
         if result.status != ADMITTED:
-            raise self._refusal(tenant, result)
+            raise refusal(tenant, result, self.clock(), self.week_start)
         if holds_budget(tenant) and reservation.cost_micro > 0:
             self.renewals.hold(request_id, admission)
         return admission
@@ -305,40 +294,11 @@ class PolicyService:
         await self.call_redis("renew", lambda: self.store.renew(tenant.name, key_id, reservation_ids,
                                                                 int(self.access.reservation_ttl_s * 1000)))
 
-    @staticmethod
-    def _allowed_tags(tenant: Tenant, tags: Sequence[str]) -> tuple[str, ...]:
-        """The tags the tenant's policy names; the others are dropped and counted (bounded cardinality)."""
-        allowed = tenant.policy.allowed_tags or ()
-        kept = tuple(t for t in tags if t in allowed)
-        if len(kept) < len(tags):
-            metrics.TAGS_DROPPED.labels(tenant.name).inc(len(tags) - len(kept))
-        return kept
-
     def _worst_cost(self, tiers: Sequence[str], prompt: int, completion: int) -> int:
         if not prompt and not completion:
             return 0
         prices = [self._prices[t] for t in tiers if t in self._prices] or list(self._prices.values())
         return max((request_cost_micro(p, prompt, completion) for p in prices), default=0)
-
-    def _refusal(self, tenant: Tenant, result: AdmitResult) -> OpenAIError:
-        if result.status == OVER_BUDGET:
-            metrics.REJECTIONS.labels(tenant.name, "budget_exceeded").inc()
-            whose = f"key {tenant.key_id!r} of tenant {tenant.name!r}" if result.what.startswith("key_") \
-                else f"tenant {tenant.name!r}"
-            if result.retry_after_ms:  # settled spend is under the budget; requests in flight hold the rest
-                return OpenAIError(429, f"{result.what} hard budget of {whose} would be crossed: "
-                                        "requests in flight hold the rest of it", code="budget_exceeded",
-                                   headers={"Retry-After": str(max(1, math.ceil(result.retry_after_ms / 1000)))})
-            return OpenAIError(429, f"{result.what} hard budget of {whose} is spent or too small "
-                                    "for this request's worst case (prompt + n x max_tokens)",
-                               code="budget_exceeded",
-                               headers={"Retry-After": str(_seconds_until(self.clock(), result.what,
-                                                                          self.week_start))})
-        metrics.REJECTIONS.labels(tenant.name, "rate_limit_exceeded").inc()
-        retry_s = max(1, math.ceil(result.retry_after_ms / 1000))
-        return OpenAIError(429, f"rate limit reached ({result.what}) for tenant {tenant.name!r}; "
-                                f"retry after {retry_s} s", code="rate_limit_exceeded",
-                           headers={"Retry-After": str(retry_s)})
 
     # -- settlement -------------------------------------------------------------------------------
     async def settle(self, admission: Admission, request_id: str, tier_name: str,
@@ -431,58 +391,13 @@ class PolicyService:
     def pending_settles(self) -> int:
         return len(self.replica.pending)
 
-    # -- usage queries ----------------------------------------------------------------------------
     async def usage(self, tenant: Tenant, days: int = 7, by_tag: bool = False) -> dict:
-        """The caller's own usage; the admin key gets every configured tenant. `by_tag`: each
-        day's figures per tag as well (`tags`)."""
-        days = min(max(int(days), 1), 366)
-        now = self.clock()
-        dates = [(now - timedelta(days=i)).strftime("%Y-%m-%d") for i in range(days)]
-        names = self.keyring.tenant_names() if tenant.is_admin else [tenant.name]
-        try:
-            reports = [await self.call_redis("usage", lambda n=n: self.store.usage(n, dates, now.strftime("%Y-%m"),
-                                                                                 by_tag))
-                       for n in names]
-        except RedisUnavailable:
-            raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
-                              headers={"Retry-After": "1"}) from None
-        resets = {what: next_reset(now, what, self.week_start).strftime("%Y-%m-%dT%H:%M:%SZ") for what in PERIODS}
-        periods = periods_at(now, self.week_start)
-        for report in reports:
-            report["resets_at"] = resets  # when the day's, the week's and the month's spend start again from 0
-            report["week"] = periods.week
-            report["month_spend_usd"] = micro_to_usd(report["month_spend_micro_usd"])
-            for day in report["days"]:
-                day["spend_usd"] = micro_to_usd(day["spend_micro_usd"])
-        try:  # the current periods' spend: of each tenant, and of the caller's own key
-            for report in reports:
-                report["spend"] = _spend_report(await self.call_redis(
-                    "usage", lambda r=report: self.store.spend_of(r["tenant"], periods)))
-            if not tenant.is_admin and tenant.key_id:
-                key_spend = await self.call_redis("usage", lambda: self.store.spend_of(tenant.name, periods,
-                                                                                         tenant.key_id))
-                reports[0]["key"] = {"id": tenant.key_id, "spend": _spend_report(key_spend),
-                                     "budgets": _budgets_report(key_budgets_of(tenant))}
-        except RedisUnavailable:
-            raise OpenAIError(503, "usage store unavailable; try again shortly", code="service_unavailable",
-                              headers={"Retry-After": "1"}) from None
-        if tenant.is_admin:
-            return {"object": "usage.list", "data": reports}
-        return {"object": "usage", **reports[0]}
+        """The caller's own usage; the admin key gets every configured tenant (usage_report.py)."""
+        return await usage_report(self, tenant, days, by_tag)
 
     def close(self) -> None:
         self.renewals.close()
         self.usage_log.close()
-
-
-def _spend_report(spend: Spend) -> dict:
-    return {p: {"micro_usd": spend.of(p), "usd": micro_to_usd(spend.of(p))} for p in PERIODS}
-
-
-def _budgets_report(budgets: Any) -> dict:
-    return {f"{p}_usd": {kind: micro_to_usd(amount) for kind in ("soft", "hard")
-                         if (amount := budgets.amount(p, kind)) is not None}
-            for p in PERIODS if budgets.amount(p, "soft") is not None or budgets.amount(p, "hard") is not None}
 
 
 def build_service(policies: PoliciesConfig, redis: Any, tiers: Sequence[Any], *, access: RedisAccess,

@@ -8,7 +8,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from policies.atomic import Atomic
-from policies.config import ApiKey, Budgets, RateLimits, Tenant
+from policies.budgets import Budgets
+from policies.config import ApiKey, RateLimits, Tenant
 from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, WEEK_TTL_S, KeySpace
 from policies.periods import Periods
 from policies.usage_log import UsageRecord, record_periods

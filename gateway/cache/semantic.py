@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from policies.config import SemanticCachePolicy
+from policies.cache_policy import SemanticCachePolicy
 
 from .answer_bearing import fingerprint, normalised
 from .prompt_text import prompt_turns

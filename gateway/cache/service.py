@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from policies.config import CachePolicy, SemanticCachePolicy
+from policies.cache_policy import CachePolicy, SemanticCachePolicy
 from wire.errors import bad_request
 from wire.model_identity import IDENTITY_HEADER
 

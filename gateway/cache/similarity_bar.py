@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from policies.config import SemanticCachePolicy
+from policies.cache_policy import SemanticCachePolicy
 
 
 class SimilarityBar:

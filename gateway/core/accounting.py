@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from policies.config import Budgets
+from policies.budgets import Budgets
 from policies.costs import MICRO_PER_USD, PICO_PER_MICRO, TierPrice, request_cost_micro, tier_price
 from policies.decision_types import RoutedBy
 from policies.periods import periods_at

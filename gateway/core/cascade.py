@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from classifier.cascade_confidence import answer_confidence
-from policies.config import CascadePolicy
+from policies.routing_policy import CascadePolicy
 from policies.decision_types import RoutedBy
 from wire.errors import OpenAIError
 

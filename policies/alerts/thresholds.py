@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from policies.config import Budgets
+from policies.budgets import Budgets
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ from typing import Any
 
 from wire.errors import OpenAIError
 
-from policies.config import (NAME_PATTERN, ApiKey, Budgets, PoliciesConfig, RateLimits, Tenant, TenantPolicy,
-                             deep_merge, parse_budgets, parse_policy)
+from policies.budgets import Budgets, parse_budgets
+from policies.config import (NAME_PATTERN, ApiKey, PoliciesConfig, RateLimits, Tenant, TenantPolicy, deep_merge,
+                             parse_policy)
 from typedconfig import ConfigError, Fields, parse_section
 
 MAX_TEXT = 256           # description, owner, one metadata value

@@ -108,7 +108,7 @@ def test_the_guard_takes_a_stricter_one_when_the_serving_one_misses_the_target()
 
 
 def test_the_policy_default_is_the_measured_threshold_and_its_range_holds_every_margin():
-    from policies.config import CASCADE_MAX_MARGIN, CASCADE_THRESHOLD
+    from policies.routing_policy import CASCADE_MAX_MARGIN, CASCADE_THRESHOLD
 
     assert CASCADE_THRESHOLD == DEFAULT_THRESHOLD  # policies may not import classifier: kept equal here
     assert CASCADE_MAX_MARGIN == MAX_MARGIN

@@ -13,7 +13,7 @@ import pytest
 
 from classifier.cascade_confidence import TOP_LOGPROBS
 from gateway.core.metrics import METRICS
-from policies.config import CASCADE_THRESHOLD
+from policies.routing_policy import CASCADE_THRESHOLD
 from policies.keys import hash_key
 from policies.usage_log import read_records
 from tests.gateway.gw_helpers import base_config, tier

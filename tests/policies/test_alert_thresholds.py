@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from policies.alerts.thresholds import crossings
-from policies.config import Budgets
+from policies.budgets import Budgets
 
 PERCENTS = (50, 80, 100)
 

@@ -131,7 +131,7 @@ def test_a_period_that_spans_a_daylight_saving_change_ends_at_local_midnight():
 
     from zoneinfo import ZoneInfo
 
-    from policies.service import next_reset
+    from policies.periods import next_reset
 
     paris = ZoneInfo("Europe/Paris")  # 2026-10-25 03:00 CEST becomes 02:00 CET: a 25-hour day
     assert next_reset(datetime(2026, 10, 25, 1, 0, tzinfo=paris), "daily") == \

@@ -10,7 +10,8 @@ from redis.exceptions import RedisError
 from gateway.config import ConfigError, parse_config
 from gateway.core.policy_seam import build_policy_service
 from policies.keys import hash_key
-from policies.service import PolicyService, RedisAccess, RedisUnavailable
+from policies.redis_errors import RedisUnavailable
+from policies.service import PolicyService, RedisAccess
 
 
 def _doc(tmp_path, **tenant) -> dict:

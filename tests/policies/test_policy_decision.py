@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from policies.config import Budgets, TenantPolicy
+from policies.budgets import Budgets
+from policies.config import TenantPolicy
 from policies.decision import UsageSnapshot, decide_route
 from policies.decision_types import RouteRequest, RoutedBy, Signal, StepKind
 from tests.policies.policy_helpers import TIERS

@@ -198,7 +198,7 @@ async def test_rebuild_ledger_passes_over_the_audit_logs_beside_the_usage_logs(r
 
 
 async def test_a_key_created_and_changed_with_budgets_is_held_to_them_on_every_replica(replicas):
-    from policies.config import Budgets
+    from policies.budgets import Budgets
     from policies.store import key_budgets_of
 
     a, b = await replicas()

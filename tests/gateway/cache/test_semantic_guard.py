@@ -11,7 +11,7 @@ from gateway.cache.prompt_text import MAX_PROMPT_CHARS, prompt_turns
 from gateway.cache.semantic import embed
 from gateway.cache.semantic_index import SemanticIndex
 from gateway.cache.similarity_bar import SimilarityBar
-from policies.config import SemanticCachePolicy
+from policies.cache_policy import SemanticCachePolicy
 
 FILLER = " ".join(["The weekly meeting covered staffing, tooling and the release calendar of the team."] * 20)
 

@@ -12,7 +12,7 @@ import math
 import aiohttp
 import pytest
 
-from policies.config import CASCADE_THRESHOLD
+from policies.routing_policy import CASCADE_THRESHOLD
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
