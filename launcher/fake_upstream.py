@@ -20,10 +20,9 @@ from collections import deque
 
 from aiohttp import web
 
-from wire.model_identity import IDENTITY_HEADER, identity_digest
+from wire.model_identity import IDENTITY_HEADER, NUMERIC_SETTINGS, identity_digest
 
 from backends.serving.abort_route import answer_abort
-from backends.serving.model_identity import NUMERIC_SETTINGS
 from backends.serving.usage_book import UsageBook
 from webwire.errors import error_middleware, read_json_object
 from webwire.internal_key import key_from_env

@@ -8,6 +8,9 @@ import json
 from collections.abc import Mapping
 
 IDENTITY_HEADER = "x-tiergate-model-identity"
+# the engine settings that change a model's numbers, stated in the card beside the weights' digest
+NUMERIC_SETTINGS = ("dtype", "kv_cache_dtype", "quantization", "quant_group_size", "device", "speculative",
+                    "draft_model")
 
 
 def identity_digest(identity: Mapping) -> str:

@@ -11,14 +11,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from wire.model_identity import NUMERIC_SETTINGS
+
 from ..engine.config import EngineConfig
 from ..engine.model.models import cache_root, model_dir
 
 # the files whose bytes make the model's answers: weights, architecture, tokenizer, chat template
 HASHED = ("*.safetensors", "*.bin", "*.gguf", "config.json", "generation_config.json", "tokenizer*.json",
           "chat_template.jinja")
-NUMERIC_SETTINGS = ("dtype", "kv_cache_dtype", "quantization", "quant_group_size", "device", "speculative",
-                    "draft_model")
 
 
 def _files(folder: Path) -> list[Path]:
