@@ -30,6 +30,8 @@ def _names(value: object, param: str) -> list[str]:
 def split_tags(body: dict, header: str | None) -> tuple[dict, tuple[str, ...]]:
     """(the body without `metadata`, the request's tags in order, each once). `metadata` may hold
     `tags` only: nothing else of it would be honoured, so anything else is refused by name."""
+    if not header and "metadata" not in body:  # most requests: nothing to take out or read
+        return body, ()
     names: list[str] = []
     if "metadata" in body:
         metadata = body["metadata"]

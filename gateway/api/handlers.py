@@ -81,7 +81,7 @@ async def serve(services: Services, call: Call, delivery: Delivery = Delivery(),
     policy, ctx, tenant = services.sinks.policy, call.ctx, call.tenant
     try:
         controls, body = take_controls(call.body, from_headers(call.headers or {}))
-        request = build_request(services, replace(call, body=body))
+        request = build_request(services, call if body is call.body else replace(call, body=body))
         if request.stream and delivery.to is None:
             raise bad_request("'stream' needs a client connection to stream to", param="stream")
         plan = services.cache.plan(request, controls)
@@ -135,7 +135,7 @@ async def _generate(services: Services, request: GatewayRequest, plan, delivery:
     tap = _both(sample.tap if sample is not None else None, recorder)
     headers = ((CACHE, status),) if status is not None else ()
     outcome = await relay(request, services.upstreams, Delivery(delivery.to, delivery.shaper, tap, headers))
-    return replace(outcome, cache=status), recorder
+    return (outcome if status is None else replace(outcome, cache=status)), recorder
 
 
 def cascade_refusal(refusal: OpenAIError, request: GatewayRequest) -> OpenAIError:

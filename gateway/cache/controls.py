@@ -42,9 +42,14 @@ def _mode(value, param: str) -> str:
     return value
 
 
+NONE_ASKED = Controls()
+
+
 def from_headers(headers: Mapping[str, str]) -> Controls:
     """The controls an HTTP request's headers state."""
-    controls = Controls()
+    if MODE_HEADER not in headers and "Cache-Control" not in headers:  # most requests: nothing to parse
+        return NONE_ASKED
+    controls = NONE_ASKED
     mode = headers.get(MODE_HEADER)
     if mode is not None:
         controls = replace(controls, mode=_mode(mode.strip().lower(), MODE_HEADER))

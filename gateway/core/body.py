@@ -34,12 +34,18 @@ async def read_bytes(request: web.Request, limit: int) -> bytes:
     """The body, or a 413 as soon as more than `limit` bytes (decompressed) have arrived, or a
     408 when it has not all arrived within limits.body_read_timeout_s."""
     refuse_declared_oversize(request, limit)
-    data = bytearray()
+    if request.content.is_eof():  # all of it arrived with the headers: no read can wait, no deadline to keep
+        return await _read_within(request.content, limit)
     async with body_deadline(request):
-        while chunk := await request.content.read(min(READ_PIECE, limit + 1 - len(data))):
-            data += chunk
-            if len(data) > limit:
-                raise too_large(limit)
+        return await _read_within(request.content, limit)
+
+
+async def _read_within(content, limit: int) -> bytes:
+    data = bytearray()
+    while chunk := await content.read(min(READ_PIECE, limit + 1 - len(data))):
+        data += chunk
+        if len(data) > limit:
+            raise too_large(limit)
     return bytes(data)
 
 

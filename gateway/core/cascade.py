@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Callable
 
 from classifier.cascade_confidence import answer_confidence
 from policies.routing_policy import CascadePolicy
@@ -92,14 +93,16 @@ def plan_request_cascade(config, router, tenant, parsed, route: Route, max_token
     the routed tier may generate."""
     policy = getattr(tenant, "policy", None) or config.policies.defaults
     return plan_cascade(policy.routing.cascade, parsed.params.cascade, route, router.capabilities,
-                        parsed.params.surface.logprobs, max_tokens, router.quality.cascade_threshold(tenant.name))
+                        parsed.params.surface.logprobs, max_tokens, lambda: router.quality.cascade_threshold(tenant.name))
 
 
 def plan_cascade(policy: CascadePolicy, asked: bool | None, route: Route, capabilities: dict,
-                 client_logprobs: bool, max_tokens: int, live: LiveThreshold | None = None) -> CascadePlan:
+                 client_logprobs: bool, max_tokens: int,
+                 live_of: Callable[[], LiveThreshold | None] = lambda: None) -> CascadePlan:
     """The plan for one routed request. A request may turn the cascade off, or on where the
-    tenant's mode allows it; a request asking for it under mode `off` is refused by name. `live`
-    replaces the policy's threshold unless the policy turned calibration off."""
+    tenant's mode allows it; a request asking for it under mode `off` is refused by name. The
+    threshold `live_of()` reads (only for a request that cascades) replaces the policy's unless
+    the policy turned calibration off."""
     if policy.mode == "off":
         if asked:
             raise OpenAIError(403, "'cascade' is turned off by this tenant's policy (routing.cascade.mode: off)",
@@ -109,7 +112,7 @@ def plan_cascade(policy: CascadePolicy, asked: bool | None, route: Route, capabi
         return NOT_ASKED
     hold = max_tokens if max_tokens <= policy.hold_whole_max_tokens else policy.hold_tokens
     upper = route.next_up(route.tier)
-    live = live if policy.calibrate else None
+    live = live_of() if policy.calibrate else None
     threshold = live.threshold if live is not None else policy.threshold
     plan = CascadePlan(True, "", True, threshold, hold, not client_logprobs, upper, live)
     routed_by = route.decision.routed_by
