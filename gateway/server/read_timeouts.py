@@ -31,7 +31,9 @@ class HeaderDeadlineHandler(JsonErrorHandler):
     def _headers_late(self) -> None:
         if self._manager is not None:
             self._manager.header_timers.pop(self, None)
-        if not self._messages and not self._request_in_progress:
+        # a first request whose headers arrived was counted (aiohttp counts parsed requests): the
+        # timer is left to run out rather than stopped on each request, a call less per request
+        if self._request_count == 0 and not self._messages and not self._request_in_progress:
             log.info("closed a connection whose request headers did not arrive in time")
             self.force_close()
 
@@ -39,10 +41,6 @@ class HeaderDeadlineHandler(JsonErrorHandler):
         timer = self._manager.header_timers.pop(self, None) if self._manager is not None else None
         if timer is not None:
             timer.cancel()
-
-    async def _handle_request(self, request, start_time, request_handler):
-        self._stop_header_timer()  # the headers are in: from here the body and keep-alive timeouts hold
-        return await super()._handle_request(request, start_time, request_handler)
 
     def connection_lost(self, exc) -> None:
         self._stop_header_timer()
