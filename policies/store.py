@@ -151,12 +151,15 @@ class PolicyStore:
         periods = record_periods(record)
         day, week, month = k.spend(name, periods)
         correction = record.prompt_tokens + record.completion_tokens - charged_tokens
+        keys = [k.settled(name, record.request_id), day, month, k.usage_day(name, record.day),
+                k.token_bucket(name), k.token_bucket(name, key_id), k.reservations(name), k.reserved_amounts(name),
+                k.usage_tags_day(name, record.day), week]
+        if tenant.key_id:  # a key's own spend is booked (and shown in /v1/usage) whether or not it has budgets
+            keys += k.spend(name, periods, key_id)
+            if key_budgets_of(tenant).hard:  # admit held the key's own reservation only then
+                keys += [k.reservations(name, key_id), k.reserved_amounts(name, key_id)]
         reply = await self._settle(
-            keys=[k.settled(name, record.request_id), day, month, k.usage_day(name, record.day),
-                  k.token_bucket(name), k.token_bucket(name, key_id),
-                  k.reservations(name), k.reserved_amounts(name), k.usage_tags_day(name, record.day),
-                  week, *k.spend(name, periods, key_id), k.reservations(name, key_id),
-                  k.reserved_amounts(name, key_id)],
+            keys=keys,
             args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
                   record.completion_tokens, correction, own.tokens_per_minute or 0,
                   per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id,
