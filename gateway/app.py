@@ -13,7 +13,8 @@ from .admin import alert_routes, registry_routes
 from .dropin import routes as dropin
 from .api import explain, handlers
 from .core.body import READ_PIECE
-from .core.context import CTX, MODEL, OVERHEAD, TIER, RequestContext, credentials
+from .core.authenticated import authenticated
+from .core.context import CTX, MODEL, OVERHEAD, TIER, RequestContext
 from .batches import api as batches_api
 from .batches.runner import BatchRunner
 from .cache import admin as cache_admin
@@ -62,7 +63,7 @@ async def open_requests(request: web.Request, handler):
     if policy is None or not request.path.startswith("/v1/"):
         return await handler(request)
     try:
-        tenant = policy.authenticate(credentials(request))
+        tenant = authenticated(request, policy)
     except OpenAIError:
         return await handler(request)  # the handler answers the refusal
     slot = await policy.hold(tenant)
@@ -79,7 +80,7 @@ def _tenant(request: web.Request) -> str:
     or absent: read here, so nothing is written on the answer for this middleware to read."""
     policy = request[SERVICES].sinks.policy
     try:
-        return policy.authenticate(credentials(request)).name if policy is not None else "none"
+        return authenticated(request, policy).name if policy is not None else "none"
     except OpenAIError:
         return "none"
 

@@ -6,7 +6,8 @@ from aiohttp import web
 from policies.decision_types import StepKind
 
 from ..admin.view import sees_everything
-from ..core.context import CTX, RequestContext, credentials
+from ..core.authenticated import authenticated
+from ..core.context import CTX, RequestContext
 from ..core.body import read_authenticated
 from ..core.cascade import plan_request_cascade
 from ..core.request import max_tokens_asked, max_tokens_on, parse
@@ -21,7 +22,7 @@ async def route_dry_run(request: web.Request) -> web.Response:
     """Every step of the decision, routed_by, and the worker that would be chosen."""
     services = request[SERVICES]
     tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
-                                            lambda: services.sinks.policy.authenticate(credentials(request)))
+                                            lambda: authenticated(request, services.sinks.policy))
     await services.sinks.policy.count_request(tenant, request[CTX].request_id)
     about, headers = await explain_route(services, tenant, body, request[CTX], sees_everything(request, services))
     return web.json_response(about, headers=headers)

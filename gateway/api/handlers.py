@@ -19,7 +19,8 @@ from ..cache.controls import from_headers, take_controls
 from ..cache.entry import Recorder
 from ..cache.hit import serve_hit
 from ..cache.service import BYPASS, MISS, NOT_FOUND, SEMANTIC
-from ..core.context import CACHE, CTX, RequestContext, credentials
+from ..core.authenticated import authenticated
+from ..core.context import CACHE, CTX, RequestContext
 from ..config import AUTO
 from .embeddings import plan_embeddings_route
 from ..core.conclude import Admitted, conclude
@@ -61,8 +62,8 @@ async def generate(request: web.Request, kind: str, *, body: dict | None = None,
     try:
         if body is None:
             tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
-                                                    lambda: policy.authenticate(credentials(request)))
-        tenant = tenant or policy.authenticate(credentials(request))
+                                                    lambda: authenticated(request, policy))
+        tenant = tenant or authenticated(request, policy)
     except OpenAIError as refusal:
         await count_refusal(policy, request, tenant, refusal)
         raise
@@ -173,7 +174,7 @@ async def count_refusal(policy, request: web.Request, tenant, refusal: OpenAIErr
     """`charge_refusal` for an HTTP request whose tenant may not be known yet."""
     if tenant is None:
         try:
-            tenant = policy.authenticate(credentials(request))
+            tenant = authenticated(request, policy)
         except OpenAIError:
             return  # no tenant to count it against
     await charge_refusal(policy, request[CTX], tenant, refusal)
@@ -238,7 +239,7 @@ async def usage(request: web.Request) -> web.Response:
     """The calling tenant's usage (all tenants for the admin key), when policies are configured."""
     services = request[SERVICES]
     policy = services.sinks.policy
-    tenant = policy.authenticate(request.headers.get("Authorization"))
+    tenant = authenticated(request, policy, bearer_only=True)
     if isinstance(policy, OpenPolicy):
         raise OpenAIError(404, "usage accounting needs a 'tenants' section in the config", code="not_found")
     await policy.count_request(tenant, request[CTX].request_id)

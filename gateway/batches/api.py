@@ -14,6 +14,7 @@ from wire.errors import OpenAIError, bad_request
 from policies.redis_errors import REDIS_DOWN
 
 from ..core.body import body_deadline, read_body
+from ..core.authenticated import authenticated
 from ..core.context import CTX
 from ..core.services import SERVICES
 from .storage_quota import files_quota
@@ -32,7 +33,7 @@ async def _open(request: web.Request) -> tuple[object, object, FileStore, BatchS
     """The services, the calling tenant and the stores; a 404 where this gateway has no Batch API.
     Every call is a request: the tenant's rate limits hold before anything is read or listed."""
     services = request[SERVICES]
-    tenant = services.sinks.policy.authenticate(request.headers.get("Authorization"))
+    tenant = authenticated(request, services.sinks.policy, bearer_only=True)
     if not services.config.batches.enabled:
         raise OpenAIError(404, "the Batch API is turned off in this gateway's config (batches.enabled)",
                           code="not_found")

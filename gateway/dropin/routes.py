@@ -19,7 +19,7 @@ from wire.responses_request import responses_to_chat
 from wire.sse import named_event
 
 from . import response_store
-from ..core.context import credentials
+from ..core.authenticated import authenticated
 from ..api.handlers import count_refusal, generate
 from ..core.body import read_authenticated
 from ..core.services import SERVICES
@@ -70,7 +70,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     services = request[SERVICES]
     config = services.config
     tenant, body = await read_authenticated(request, config.limits.max_body_bytes,
-                                            lambda: services.sinks.policy.authenticate(request.headers.get("Authorization")))
+                                            lambda: authenticated(request, services.sinks.policy, bearer_only=True))
     previous = body.get("previous_response_id")
     try:
         history = (await response_store.load_history(services.redis, config, tenant.name, previous)
@@ -130,7 +130,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     services = request[SERVICES]
     try:
         tenant, body = await read_authenticated(request, services.config.limits.max_body_bytes,
-                                                lambda: services.sinks.policy.authenticate(credentials(request)))
+                                                lambda: authenticated(request, services.sinks.policy))
         try:
             chat = messages_to_chat(body)
         except OpenAIError as refusal:
