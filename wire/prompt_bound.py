@@ -42,9 +42,12 @@ def prompt_token_bound(parsed: ChatRequest | CompletionRequest) -> int:
     if isinstance(parsed, CompletionRequest):
         prompt = parsed.prompt
         return BASE_TOKENS + (_utf8(prompt) if isinstance(prompt, str) else len(prompt))
-    messages, params = parsed.messages, parsed.params
-    size = BASE_TOKENS + sum(_message_bytes(m) + PER_MESSAGE_TOKENS for m in messages)
-    if params.tools or any(m["role"] == "tool" or m.get("tool_calls") for m in messages):
+    params = parsed.params
+    size, tooled = BASE_TOKENS, bool(params.tools)
+    for message in parsed.messages:  # one pass: every admitted request is bounded
+        size += _message_bytes(message) + PER_MESSAGE_TOKENS
+        tooled = tooled or message["role"] == "tool" or bool(message.get("tool_calls"))
+    if tooled:
         size += TOOLS_TOKENS + sum(_json(t.as_openai()) for t in params.tools)
     schema = params.response_format.schema if params.response_format is not None else None
     return size + (_json(schema) if schema else 0)
