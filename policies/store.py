@@ -8,15 +8,14 @@ from typing import Any
 from redis.asyncio import Redis
 
 from policies.atomic import Atomic
-from policies.budgets import Budgets
-from policies.config import ApiKey, RateLimits, Tenant
+from policies.call_frames import Frames, key_budgets_of, limits_of  # noqa: F401 (imported from here too)
+from policies.config import Tenant
 from policies.keyspace import DAY_TTL_S, MONTH_TTL_S, WEEK_TTL_S, KeySpace
 from policies.periods import Periods
 from policies.usage_log import UsageRecord, record_periods
 
 _LUA = Path(__file__).with_name("lua")
 ADMITTED, RATE_LIMITED, OVER_BUDGET = 0, 1, 2
-_NO_BUDGETS = Budgets()
 _TTL_S = {"daily": DAY_TTL_S, "weekly": WEEK_TTL_S, "monthly": MONTH_TTL_S}
 
 
@@ -74,29 +73,9 @@ def _by_name(fields: dict) -> dict[str, dict[str, int]]:
     return out
 
 
-def _own_key(tenant: Tenant) -> ApiKey | None:
-    return next((k for k in tenant.keys if k.id == tenant.key_id), None) if tenant.key_id else None
-
-
-def limits_of(tenant: Tenant) -> tuple[RateLimits, RateLimits]:
-    key = _own_key(tenant)
-    return tenant.policy.rate_limits, key.rate_limits if key is not None else RateLimits()
-
-
-def key_budgets_of(tenant: Tenant) -> Budgets:
-    """The budgets of the key the tenant authenticated with (none set: an empty Budgets)."""
-    key = _own_key(tenant)
-    return key.budgets if key is not None else _NO_BUDGETS
-
-
 def holds_budget(tenant: Tenant) -> bool:
     """Admission reserves a worst case: a hard budget of the tenant or of its key applies."""
     return tenant.policy.budgets.hard or key_budgets_of(tenant).hard
-
-
-def _hard(budgets: Budgets, period: str) -> int:
-    amount = budgets.amount(period, "hard")
-    return -1 if amount is None else amount
 
 
 def _spend(values: Any) -> Spend:
@@ -108,6 +87,7 @@ class PolicyStore:
         """`call_timeout_s`: the deadline of one Redis call, every resend redis-py makes within it."""
         self.redis = redis
         self.keys = KeySpace(prefix)
+        self.frames = Frames(self.keys)
         self.idempotency_ttl_s = idempotency_ttl_s
         # an admission's mark outlives the resends of its call; 10 s for one still queued in Redis
         self.admitted_mark_ms = int((call_timeout_s + 10) * 1000)
@@ -119,23 +99,12 @@ class PolicyStore:
                     reservation: Reservation | None = None) -> AdmitResult:
         """Check and charge the limits; with a `reservation`, also hold its cost against the hard
         budgets (the tenant's and its key's, in the same call)."""
-        k, name = self.keys, tenant.name
-        own, per_key = limits_of(tenant)
-        budgets, key_budgets = tenant.policy.budgets, key_budgets_of(tenant)
-        key_id = tenant.key_id or "-"
-        held = reservation if reservation is not None and (budgets.hard or key_budgets.hard) else None
-        day, week, month = k.spend(name, periods)
-        keys = [k.requests_window(name), k.token_bucket(name), k.requests_window(name, key_id),
-                k.token_bucket(name, key_id), day, month, k.reservations(name), k.reserved_amounts(name),
-                k.admitted(name, member), week]
-        args = [member, charge_tokens, own.requests_per_minute or 0, own.tokens_per_minute or 0,
-                per_key.requests_per_minute or 0, per_key.tokens_per_minute or 0,
-                _hard(budgets, "daily"), _hard(budgets, "monthly"),
-                held.id if held else "", reservation.cost_micro if reservation else 0,
-                held.ttl_ms if held else 0, self.admitted_mark_ms, _hard(budgets, "weekly")]
-        if key_budgets.any:  # a key without budgets of its own costs the tenant's path nothing more
-            keys += [*k.spend(name, periods, key_id), k.reservations(name, key_id), k.reserved_amounts(name, key_id)]
-            args += [_hard(key_budgets, "daily"), _hard(key_budgets, "weekly"), _hard(key_budgets, "monthly"), 1]
+        frame = self.frames.of(tenant, periods)
+        held = reservation if reservation is not None and frame.holds else None
+        keys = [*frame.admit_keys, self.keys.admitted(tenant.name, member), *frame.admit_tail]
+        args = [member, charge_tokens, *frame.admit_limits, held.id if held else "",
+                reservation.cost_micro if reservation else 0, held.ttl_ms if held else 0, self.admitted_mark_ms,
+                *frame.admit_args_tail]
         reply = await self._admit(keys=keys, args=args)
         return AdmitResult(int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3]), _text(reply[4]),
                            int(reply[5]), _spend(reply[6:9]))
@@ -145,25 +114,13 @@ class PolicyStore:
         """Count `record` once and release the admission's reservation; returns whether the call
         carrying `token` counted it and the spend of the tenant and of its key after it. A record of
         0 tokens books nothing."""
-        k, name = self.keys, tenant.name
-        own, per_key = limits_of(tenant)
-        key_id = tenant.key_id or "-"
-        periods = record_periods(record)
-        day, week, month = k.spend(name, periods)
+        frame = self.frames.of(tenant, record_periods(record))
         correction = record.prompt_tokens + record.completion_tokens - charged_tokens
-        keys = [k.settled(name, record.request_id), day, month, k.usage_day(name, record.day),
-                k.token_bucket(name), k.token_bucket(name, key_id), k.reservations(name), k.reserved_amounts(name),
-                k.usage_tags_day(name, record.day), week]
-        if tenant.key_id:  # a key's own spend is booked (and shown in /v1/usage) whether or not it has budgets
-            keys += k.spend(name, periods, key_id)
-            if key_budgets_of(tenant).hard:  # admit held the key's own reservation only then
-                keys += [k.reservations(name, key_id), k.reserved_amounts(name, key_id)]
         reply = await self._settle(
-            keys=keys,
+            keys=[self.keys.settled(tenant.name, record.request_id), *frame.settle_keys],
             args=[self.idempotency_ttl_s, record.cost_micro, record.tier, record.prompt_tokens,
-                  record.completion_tokens, correction, own.tokens_per_minute or 0,
-                  per_key.tokens_per_minute or 0, DAY_TTL_S, MONTH_TTL_S, token, reservation_id,
-                  ",".join(record.tags), WEEK_TTL_S, 1 if tenant.key_id else 0])
+                  record.completion_tokens, correction, *frame.settle_limits, token, reservation_id,
+                  ",".join(record.tags), *frame.settle_tail])
         counted = int(reply[0]) == 1 or _text(reply[3]) == token
         return Settled(counted, _spend((reply[1], reply[4], reply[2])), _spend(reply[5:8]))
 
