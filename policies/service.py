@@ -154,7 +154,8 @@ class PolicyService:
             raise RedisUnavailable(operation)
         waiting_for_pool = [False]
         try:
-            return await asyncio.wait_for(self._pooled(call, waiting_for_pool), self.access.timeout_s)
+            async with asyncio.timeout(self.access.timeout_s):  # in this task: wait_for would start one per call
+                return await self._pooled(call, waiting_for_pool)
         except OutOfMemoryError as exc:
             log.warning("redis refused a write during %s: %s", operation, exc)
             raise RedisFull(operation) from exc
