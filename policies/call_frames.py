@@ -1,7 +1,7 @@
 """What admit.lua and settle.lua are sent that depends only on the tenant (its config, as the key
 it authenticated with sees it) and the period: key names and limits, built and encoded to bytes
-once and reused by the tenant's requests. redis-py encodes every word of every call, and each key
-name is several f-strings: per request that was most of the policies' own CPU time."""
+once and reused by the tenant's requests: redis-py encodes every word of every call, and each key
+name is several f-strings."""
 from __future__ import annotations
 
 from dataclasses import dataclass
