@@ -29,17 +29,20 @@ class DeviceDefaults:
     narrow_kv_pool: bool  # a KV pool narrower than the model (bf16 under fp32) is served: CPU attention only
     device_memory: bool  # the device answers memory queries: weights fit, pool sizing, metrics
     runs_ahead: bool  # the device runs ahead of the host: tokens come back through pinned memory and an event
+    # the KV pool lies in fresh anonymous memory that the OS zeroes page by page on first touch, so a
+    # start writes none of it (model/device.py's zeroed_on_touch)
+    pool_zeroed_on_touch: bool
 
 
 DEFAULTS = {
     "cpu": DeviceDefaults(max_num_batched_tokens=512, max_num_seqs=64, dtype="float32",
                           cuda_graphs=False, fuse_kernels=False,
                           weights_out_of_map=True, host_kernels=True, narrow_kv_pool=True, device_memory=False,
-                          runs_ahead=False),
+                          runs_ahead=False, pool_zeroed_on_touch=True),
     "cuda": DeviceDefaults(max_num_batched_tokens=4096, max_num_seqs=256, dtype="bfloat16",
                            cuda_graphs=True, fuse_kernels=True,
                            weights_out_of_map=False, host_kernels=False, narrow_kv_pool=False, device_memory=True,
-                           runs_ahead=True),
+                           runs_ahead=True, pool_zeroed_on_touch=False),
 }
 
 

@@ -99,7 +99,7 @@ class CompiledDecode:
             key.update(repr((batched, shape)).encode())
             path, built = self.shelf.get(key.hexdigest(), lambda out, b=batched, s=shape: self._build(b, s, out))
             self.built += built
-            loaded = LoadedStep(path, self.pool)
+            loaded = LoadedStep(self.shelf.library(path), self.pool)
             self._single, self._batched = (self._single, loaded) if batched else (loaded, self._batched)
         for batch in (1, 2):
             run_decode(batch, MIN_BLOCKS + 1)

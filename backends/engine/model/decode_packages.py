@@ -11,7 +11,9 @@ the kernels, the model's tensors after quantization (names, shapes, dtypes and b
 shape bounds and pool, the inductor options, and the versions of Python, torch and transformers
 and the CPU's vector unit. Any change names another package, so a stale one is never loaded.
 Processes that want the same package take turns on an flock (released by the kernel if its holder
-dies); the builder compiles in a scratch folder and moves the file in whole.
+dies); the builder compiles in a scratch folder and moves the file in whole. The package's compiled
+library (code and constants in one shared object) is unpacked beside it once, so later starts open
+it in place instead of unpacking the package into a temporary folder each time.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ import fcntl
 import hashlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -34,8 +38,9 @@ from torch import nn
 log = logging.getLogger("tiergate.engine")
 SOURCES = [Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[3] / "kernels"]
 KEEP = 8  # packages kept in the folder, most recently used first; older ones are removed
-# freezing makes the weights constants, so sibling int4 projections merge into one kernel call
-INDUCTOR_OPTIONS = {"freezing": True}
+# freezing makes the weights constants, so sibling int4 projections merge into one kernel call; the
+# constants stay inside the shared library, which is then all a start needs to open (PackageShelf.library)
+INDUCTOR_OPTIONS = {"freezing": True, "aot_inductor.package_constants_in_so": True}
 
 
 def source_digest() -> str:
@@ -82,13 +87,16 @@ class PackageShelf:
     def path(self, key: str) -> Path:
         return self.folder / f"decode-{key[:24]}.pt2"
 
+    def lock(self, path: Path):
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return open(self.folder / f"{path.stem}.lock", "w")
+
     def get(self, key: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
         """(the package's path, whether this call built it). `build(path)` writes a package at path."""
         path = self.path(key)
         built = False
         if not path.exists():
-            self.folder.mkdir(parents=True, exist_ok=True)
-            with open(self.folder / f"{path.stem}.lock", "w") as lock:
+            with self.lock(path) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not path.exists():  # else another process built it while this one waited
                     with tempfile.TemporaryDirectory(dir=self.folder) as scratch:
@@ -99,24 +107,48 @@ class PackageShelf:
         os.utime(path)  # most recently used: kept by _prune
         return path, built
 
+    def library(self, package: Path) -> Path:
+        """The package's shared library, unpacked once with the files beside it (the custom ops' call
+        table) into a folder named after the package, moved in whole."""
+        unpacked = self.folder / package.stem
+        with zipfile.ZipFile(package) as archive:
+            libraries = [n for n in archive.namelist() if n.endswith(".so")]
+            if len(libraries) != 1:
+                raise RuntimeError(f"{package} holds {len(libraries)} shared libraries, not one")
+            beside = [n for n in archive.namelist() if n.rpartition("/")[0] == libraries[0].rpartition("/")[0]]
+            if not unpacked.exists():
+                with self.lock(package) as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    if not unpacked.exists():
+                        with tempfile.TemporaryDirectory(dir=self.folder) as scratch:
+                            (Path(scratch) / package.stem).mkdir()
+                            for name in beside:
+                                with archive.open(name) as source, \
+                                        open(Path(scratch) / package.stem / name.rpartition("/")[2], "wb") as target:
+                                    shutil.copyfileobj(source, target, 1 << 24)
+                            os.replace(Path(scratch) / package.stem, unpacked)
+        return unpacked / libraries[0].rpartition("/")[2]
+
     def _prune(self, keep: Path) -> None:
         """Only the KEEP most recently used packages stay: each change of code or weights names a new one."""
         found = sorted(self.folder.glob("decode-*.pt2"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in [p for p in found if p != keep][KEEP - 1:]:
             old.unlink(missing_ok=True)
+            shutil.rmtree(self.folder / old.stem, ignore_errors=True)
             (self.folder / f"{old.stem}.lock").unlink(missing_ok=True)
 
 
 class LoadedStep:
-    """A package's compiled step, called with the step's tensors and the KV pool (written in place)."""
+    """A package's compiled step (its unpacked library), called with the step's tensors and the KV pool
+    (written in place)."""
 
-    def __init__(self, path: Path, pool: list[tuple[torch.Tensor, torch.Tensor]]):
-        self.runner = torch._inductor.aoti_load_package(str(path), run_single_threaded=True).loader
+    def __init__(self, library: Path, pool: list[tuple[torch.Tensor, torch.Tensor]]):
+        self.runner = torch._C._aoti.AOTIModelContainerRunnerCpu(str(library), 1)
         self.pool = [t for pair in pool for t in pair]
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
-        # the loader's own call parses the argument layout each time; the flat list is that layout
-        return self.runner.boxed_run([*inputs, *self.pool])[0]
+        # the flat list is the compiled step's argument layout: nothing is parsed per call
+        return self.runner.run([*inputs, *self.pool])[0]
 
 
 def export_step(step: nn.Module, example: tuple, shape: StepShape) -> torch.export.ExportedProgram:

@@ -2,6 +2,8 @@
 the GPU memory the worker reports. On CPU every answer is what the engine did before."""
 from __future__ import annotations
 
+import math
+import mmap
 from typing import Callable
 
 import torch
@@ -25,6 +27,14 @@ def resolve_device(name: str) -> torch.device:
 def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
     """`name`, else the device's default (device_defaults.py)."""
     return getattr(torch, name or defaults_for(device.type).dtype)
+
+
+def zeroed_on_touch(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Zeros on the CPU in fresh anonymous memory: the OS hands each page over zeroed when it is first
+    touched, where torch.zeros writes every byte at once (a start then pays for the whole KV pool)."""
+    count = math.prod(shape)
+    memory = mmap.mmap(-1, max(1, count * torch.empty((), dtype=dtype).element_size()))
+    return torch.frombuffer(memory, dtype=dtype, count=count).view(shape)  # the tensor keeps the map alive
 
 
 # the choices of the worker's --kv-cache-dtype (and of the benchmarks that run the engine as it does)

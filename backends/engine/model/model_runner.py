@@ -14,6 +14,8 @@ is sized (a profiling forward against the GPU's memory), and the path of pure de
 """
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from transformers import AttentionInterface, AutoModelForCausalLM, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface
@@ -27,7 +29,7 @@ from .models import cache_root
 from ..config import EngineConfig
 from ..device_defaults import defaults_for
 from .cuda_graphs import DecodeGraphRunner
-from .device import resolve_kv_dtype
+from .device import resolve_kv_dtype, zeroed_on_touch
 from ..quant.int4_checkpoints import folder_format, load_int4_checkpoint
 from .plans import Decode, ExecutionPlan, choose_plan
 from ..core.sequence import SamplingParams, Sequence
@@ -149,8 +151,8 @@ class ModelRunner:
 
     def _allocate_pool(self, num_blocks: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shape = (num_blocks, self.block_size, self.kv_heads, self.head_dim)
-        pool = [(torch.zeros(shape, dtype=self.kv_dtype, device=self.device),
-                 torch.zeros(shape, dtype=self.kv_dtype, device=self.device)) for _ in range(self.num_layers)]
+        zeros = zeroed_on_touch if self.plan.defaults.pool_zeroed_on_touch else partial(torch.zeros, device=self.device)
+        pool = [(zeros(shape, dtype=self.kv_dtype), zeros(shape, dtype=self.kv_dtype)) for _ in range(self.num_layers)]
         self._bind(pool)
         return pool
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,44 @@ def test_only_the_most_recently_used_packages_stay(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.glob("*.pt2")) == [shelf.path("2" * 64).name, shelf.path("3" * 64).name]
 
 
+def packager(members: dict[str, bytes]):
+    def build(path: Path) -> None:
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, data in members.items():
+                archive.writestr(name, data)
+    return build
+
+
+def test_a_package_library_is_unpacked_once_and_opened_in_place(tmp_path):
+    shelf = PackageShelf(tmp_path)
+    package, _ = shelf.get("d" * 64, packager({"data/model/step.so": b"code", "data/model/step.json": b"ops",
+                                                 "data/other/weights": b"elsewhere"}))
+    library = shelf.library(package)
+    assert library.read_bytes() == b"code" and library.parent.parent == tmp_path
+    assert sorted(p.name for p in library.parent.iterdir()) == ["step.json", "step.so"]
+    library.write_bytes(b"kept")  # a second call finds the unpacked library and unpacks nothing
+    assert shelf.library(package).read_bytes() == b"kept"
+
+
+def test_a_package_without_exactly_one_library_is_refused_and_leaves_nothing(tmp_path):
+    shelf = PackageShelf(tmp_path)
+    for key, members in (("e", {"model/a.cpp": b""}), ("f", {"a.so": b"", "b.so": b""})):
+        package, _ = shelf.get(key * 64, packager(members))
+        with pytest.raises(RuntimeError, match="shared libraries, not one"):
+            shelf.library(package)
+        assert not (tmp_path / package.stem).exists()
+
+
+def test_a_pruned_package_takes_its_unpacked_library_along(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_packages, "KEEP", 1)
+    shelf = PackageShelf(tmp_path)
+    old, _ = shelf.get("7" * 64, packager({"x.so": b"old"}))
+    shelf.library(old)
+    os.utime(old, (1000, 1000))
+    shelf.get("8" * 64, packager({"x.so": b"new"}))
+    assert not old.exists() and not (tmp_path / old.stem).exists()
+
+
 def test_the_key_follows_every_weight_byte_and_the_sources():
     model = torch.nn.Linear(4, 4)
     before = tensors_digest(model)
@@ -68,6 +107,15 @@ def test_the_key_follows_every_weight_byte_and_the_sources():
         model.weight[0, 0] += 1
     assert tensors_digest(model) != before
     assert source_digest() == source_digest() and len(source_digest()) == 64
+
+
+def test_the_key_follows_the_compile_options_and_the_torch_version(monkeypatch):
+    before = decode_packages.environment()
+    monkeypatch.setitem(decode_packages.INDUCTOR_OPTIONS, "freezing", False)
+    assert decode_packages.environment() != before
+    monkeypatch.undo()
+    monkeypatch.setattr(torch, "__version__", "0.0.0")
+    assert decode_packages.environment() != before
 
 
 class Twice(torch.nn.Module):

@@ -4,7 +4,8 @@ import torch
 
 from backends.engine.config import EngineConfig
 from backends.engine.device_defaults import defaults_for
-from backends.engine.model.device import gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes
+from backends.engine.model.device import (gpu_memory, kv_budget, resolve_device, resolve_dtype, tensor_bytes,
+                                          zeroed_on_touch)
 
 
 def test_auto_follows_torch_and_cuda_without_a_gpu_is_an_error():
@@ -60,3 +61,10 @@ def test_worker_defaults_to_auto_and_reports_no_gpu_memory_on_cpu():
     assert build_parser().parse_args(["--model", "m"]).device == "auto"
     runner = SimpleNamespace(model=torch.nn.Linear(2, 2), kv_caches=[])
     assert list(EngineCollector(None, "m").gpu_memory_metrics(runner)) == []
+
+
+def test_zeroed_on_touch_gives_writable_zeros_of_the_shape_and_dtype():
+    pool = zeroed_on_touch((3, 4, 2, 8), torch.bfloat16)
+    assert (pool.shape, pool.dtype) == ((3, 4, 2, 8), torch.bfloat16) and not pool.any()
+    pool[1, 2] = 1.5
+    assert pool.sum().item() == 1.5 * 16
