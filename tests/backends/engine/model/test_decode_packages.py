@@ -82,7 +82,7 @@ def test_a_package_library_is_unpacked_once_and_opened_in_place(tmp_path):
 
 def test_a_package_without_exactly_one_library_is_refused_and_leaves_nothing(tmp_path):
     shelf = PackageShelf(tmp_path)
-    for key, members in (("e", {"model/a.cpp": b""}), ("f", {"a.so": b"", "b.so": b""})):
+    for key, members in (("e", {"step.cpp": b""}), ("f", {"a.so": b"", "b.so": b""})):
         package, _ = shelf.get(key * 64, packager(members))
         with pytest.raises(RuntimeError, match="shared libraries, not one"):
             shelf.library(package)
