@@ -12,6 +12,7 @@ import yaml
 from policies.keys import hash_key
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.metrics import metric
+from tests.support.scripted_transport import ScriptedTransport, worker
 
 ADMIN = "sk-admin-" + uuid.uuid4().hex
 TENANT = "sk-tenant-" + uuid.uuid4().hex
@@ -22,12 +23,12 @@ def _bearer(key: str | None) -> dict:
 
 
 @pytest.fixture
-async def gw(fakes, gateway, redis_prefix, tmp_path):
-    ((_, url),) = await fakes(1)
+async def gw(gateway, redis_prefix, tmp_path):
+    url = "http://worker.test"  # played by the scripted transport: no socket on the worker's side
     doc = base_config([tier("small", 1, [url])], redis_prefix)
     doc.update({"policy": {"admin_key_sha256": hash_key(ADMIN), "usage_log": {"dir": str(tmp_path / "usage")}},
                 "tenants": {"t": {"keys": [{"id": "main", "sha256": hash_key(TENANT)}]}}})
-    gw = await gateway(doc)
+    gw = await gateway(doc, transport=ScriptedTransport(worker))
     gw.doc, gw.backend = doc, url
     return gw
 

@@ -7,6 +7,7 @@ from openapi_spec_validator import validate
 
 from gateway.api.openapi import SPEC
 from tests.gateway.gw_helpers import base_config, tier
+from tests.support.scripted_transport import ScriptedTransport, worker
 
 
 def _check(instance, schema_name: str) -> None:
@@ -37,9 +38,10 @@ def test_schema_rejects_what_the_gateway_rejects():
 
 
 @pytest.fixture
-async def gw(fakes, gateway, redis_prefix):
-    (fake, url), = await fakes(1)
-    return await gateway(base_config([tier("small", 1, [url]), tier("large", 2, [url])], redis_prefix))
+async def gw(gateway, redis_prefix):
+    url = "http://worker.test"  # played by the scripted transport: the answers are the gateway's, not a socket's
+    return await gateway(base_config([tier("small", 1, [url]), tier("large", 2, [url])], redis_prefix),
+                         transport=ScriptedTransport(worker))
 
 
 async def test_every_route_is_described_and_served(gw, http):

@@ -15,6 +15,7 @@ from policies.rebuild import rebuild_ledger
 from policies.store import PolicyStore
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support.metrics import metric
+from tests.support.scripted_transport import ScriptedTransport, worker
 
 ADMIN = "sk-admin-" + uuid.uuid4().hex
 TENANT = "sk-tenant-" + uuid.uuid4().hex
@@ -25,14 +26,15 @@ def _bearer(key: str, tags: str | None = None) -> dict:
 
 
 @pytest.fixture
-async def gw(fakes, gateway, redis_prefix, tmp_path):
-    ((fake, url),) = await fakes(1)
+async def gw(gateway, redis_prefix, tmp_path):
+    url = "http://worker.test"  # played by the scripted transport: no socket on the worker's side
     doc = base_config([tier("small", 1, [url])], redis_prefix)
     doc.update({"policy": {"admin_key_sha256": hash_key(ADMIN), "usage_log": {"dir": str(tmp_path / "usage")}},
                 "tenants": {"t": {"keys": [{"id": "main", "sha256": hash_key(TENANT)}],
                                   "allowed_tags": ["search", "chat-ui", "team:a"]}}})
-    gw = await gateway(doc)
-    gw.fake, gw.logs, gw.prefix = fake, tmp_path / "usage", redis_prefix
+    transport = ScriptedTransport(worker)
+    gw = await gateway(doc, transport=transport)
+    gw.transport, gw.logs, gw.prefix = transport, tmp_path / "usage", redis_prefix
     return gw
 
 
@@ -52,7 +54,8 @@ async def test_tags_are_kept_as_allowed_and_counted_by_tag(gw, http):
     for body, header in sent:
         async with http.post(gw.url + "/v1/chat/completions", json=body, headers=_bearer(TENANT, header)) as r:
             assert r.status == 200, await r.text()
-    assert all("metadata" not in seen["body"] for seen in list(gw.fake.seen)[-3:])  # never forwarded
+    chats = [sent.json for sent in gw.transport.sent if sent.method == "POST"]
+    assert len(chats) == 3 and all("metadata" not in body for body in chats)  # never forwarded
     tags = await _usage_by_tag(http, gw.url)
     assert set(tags) == {"search", "team:a", "chat-ui"}
     assert tags["search"]["requests"] == 2 and tags["team:a"]["requests"] == 1 and tags["chat-ui"]["requests"] == 1
