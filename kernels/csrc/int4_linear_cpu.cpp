@@ -10,7 +10,8 @@
 // - AVX2: x to int8 (as llama.cpp's Q8_1), codes left as bytes, vpmaddubsw multiplies 32 byte pairs
 //   in one instruction (codes 0..15 the unsigned side), a group's int16 pair sums add up without
 //   overflow (at most 16 products of 15 * 127), and one vpmaddwd by ones widens them to int32:
-//   half the instructions of int16 products, which AVX2 has no fused sum for.
+//   half the instructions of int16 products, which AVX2 has no fused sum for. It walks two tiles
+//   at once, regrouped in registers so that a 32-bit lane holds one output row (see tile_dot).
 // - elsewhere: the same sums in plain C++ on int16 x.
 //
 // The weights lie in tiles of 4 output rows (quantized_linear.pack_int4_tiles), read as one
@@ -20,6 +21,8 @@
 // load holds 8 bytes of each of the 4 rows, each row in its own lane (128 bits widened to int16
 // for AVX-512, 64 bits as bytes for AVX2), against 8 values of x broadcast to every lane; a row's
 // sums end up in its lane, and each float step (convert, scale, add) serves the 4 rows at once.
+// The threads fork once a call, each over its share of the tiles; the AVX2 build passes every row
+// of x over a slice of that share small enough to stay in L1 before it moves to the next.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -44,14 +47,20 @@ constexpr int64_t kTileRows = 4;      // output rows per tile
 using XCode = int16_t;
 constexpr float kXLevels = 16383.f;
 constexpr int64_t kRows = 8;  // rows of x per pass over the weights: their sums fit the 32 registers
+constexpr int64_t kTilesAStep = 1;
+constexpr int64_t kSliceBytes = int64_t{1} << 40;  // no slices: one pass of 8 rows streams the weights as before
 #elif defined(CPU_CAPABILITY_AVX2)
 using XCode = int8_t;
 constexpr float kXLevels = 127.f;
-constexpr int64_t kRows = 4;  // the 16 registers hold 4 rows' sums beside a sub-block's codes
+constexpr int64_t kRows = 4;  // the 16 registers hold 4 rows' sums and accumulators beside the codes
+constexpr int64_t kTilesAStep = 2;
+constexpr int64_t kSliceBytes = 32768;  // weights that all rows of x pass over while they stay in L1
 #else
 using XCode = int16_t;
 constexpr float kXLevels = 16383.f;
 constexpr int64_t kRows = 4;
+constexpr int64_t kTilesAStep = 1;
+constexpr int64_t kSliceBytes = 32768;
 #endif
 constexpr int64_t kAheadBytes = 512;  // how far ahead in the tile stream loads are asked for
 constexpr int64_t kMinChunk = 32768;  // weights per thread chunk at least: a fork costs a few us
@@ -125,58 +134,67 @@ void tile_dot(const Problem& p, int64_t tile, float* out) {
   }
 }
 #elif defined(CPU_CAPABILITY_AVX2)
-inline __m256i broadcast_x(const int8_t* x) {  // 8 bytes of x in each 64-bit lane
-  int64_t bytes;
-  std::memcpy(&bytes, x, 8);
-  return _mm256_set1_epi64x(bytes);
+inline __m256i broadcast_x(const int8_t* x) {  // 4 bytes of x in each 32-bit lane
+  int32_t bytes;
+  std::memcpy(&bytes, x, 4);
+  return _mm256_set1_epi32(bytes);
 }
 
+// Two tiles side by side: 8 output rows, one a 32-bit lane in the order A0 A1 B0 B1 | A2 A3 B2 B3,
+// so one broadcast of 4 bytes of x meets 4 bytes of every row and each float step serves 8 rows.
 template <int M, int P>
 void tile_dot(const Problem& p, int64_t tile, float* out) {
   const __m256i nibble = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-  const __m256i mins_first = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
-  const __m256i scales_spread = _mm256_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6);  // row b's scale in lanes 2b, 2b + 1
-  const uint8_t* groups = p.tiles + tile * p.G * group_bytes<P>();
-  __m256 acc[M];       // row b's sums in lanes 2b, 2b + 1
-  __m128 zero_acc[M];  // sum over groups of min * sum of x, one lane per output row
-  for (int m = 0; m < M; ++m) {
-    zero_acc[m] = _mm_setzero_ps();
-    acc[m] = _mm256_setzero_ps();
-  }
+  const int64_t second = std::min(tile + 1, p.N / kTileRows - 1);  // an odd last tile pairs with itself
+  const uint8_t* groups_a = p.tiles + tile * p.G * group_bytes<P>();
+  const uint8_t* groups_b = p.tiles + second * p.G * group_bytes<P>();
+  __m256 acc[M];
+  for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
   for (int64_t g = 0; g < p.G; ++g) {
-    const uint8_t* group = groups + g * group_bytes<P>();
-    prefetch_line(group + kAheadBytes);
-    const __m256 pairs = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + P * kTileRows * 16)));
-    const __m128 mins = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(pairs, mins_first));
-    const __m256 scales = _mm256_permutevar8x32_ps(pairs, scales_spread);
-    __m256i sums[M];  // int16: 4 lanes a row, each the sum of 4 products per sub-block
+    const uint8_t* a = groups_a + g * group_bytes<P>();
+    const uint8_t* b = groups_b + g * group_bytes<P>();
+    prefetch_line(a + kAheadBytes);
+    prefetch_line(b + kAheadBytes);
+    const __m256 pairs_a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + P * kTileRows * 16)));
+    const __m256 pairs_b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + P * kTileRows * 16)));
+    const __m256 scales = _mm256_shuffle_ps(pairs_a, pairs_b, 0x88), mins = _mm256_shuffle_ps(pairs_a, pairs_b, 0xDD);
+    __m256i dots[M];  // int32, one lane a row
     for (int s = 0; s < P; ++s) {
-      // low[h] / high[h]: codes 8h + 0..7 / 16 + 8h + 0..7 of each row, one row per 64-bit lane
-      __m256i low[2], high[2];
+      __m256i sums[M];  // int16, 2 lanes a row, each the sum of 16 products of a sub-block: no overflow
+      for (int m = 0; m < M; ++m) sums[m] = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {
-        const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + s * 64 + h * 32));
-        low[h] = _mm256_and_si256(codes, nibble);
-        high[h] = _mm256_and_si256(_mm256_srli_epi16(codes, 4), nibble);
+        const __m256 half_a = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + s * 64 + h * 32)));
+        const __m256 half_b = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + s * 64 + h * 32)));
+        for (int d = 0; d < 2; ++d) {  // bytes 8h + 4d + 0..3 of each of the 8 rows
+          const __m256i bytes = _mm256_castps_si256(d == 0 ? _mm256_shuffle_ps(half_a, half_b, 0x88)
+                                                           : _mm256_shuffle_ps(half_a, half_b, 0xDD));
+          const __m256i low = _mm256_and_si256(bytes, nibble);
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibble);
+          for (int m = 0; m < M; ++m) {
+            const int8_t* x = p.xq + m * p.K + (g * P + s) * kSub + h * 8 + d * 4;
+            sums[m] = _mm256_add_epi16(sums[m], _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast_x(x)),
+                                                                 _mm256_maddubs_epi16(high, broadcast_x(x + 16))));
+            asm("" : "+x"(sums[m]));  // else GCC hoists all the products first and spills them
+          }
+        }
       }
       for (int m = 0; m < M; ++m) {
-        const int8_t* x = p.xq + m * p.K + (g * P + s) * kSub;
-        const __m256i sub = _mm256_add_epi16(
-            _mm256_add_epi16(_mm256_maddubs_epi16(low[0], broadcast_x(x)), _mm256_maddubs_epi16(high[0], broadcast_x(x + 16))),
-            _mm256_add_epi16(_mm256_maddubs_epi16(low[1], broadcast_x(x + 8)), _mm256_maddubs_epi16(high[1], broadcast_x(x + 24))));
-        sums[m] = s == 0 ? sub : _mm256_add_epi16(sums[m], sub);
+        const __m256i widened = _mm256_madd_epi16(sums[m], ones);
+        dots[m] = s == 0 ? widened : _mm256_add_epi32(dots[m], widened);
       }
     }
     for (int m = 0; m < M; ++m) {
-      zero_acc[m] = _mm_fmadd_ps(mins, _mm_set1_ps(p.x_sums[m * p.G + g]), zero_acc[m]);
-      const __m256 dots = _mm256_cvtepi32_ps(_mm256_madd_epi16(sums[m], ones));  // exact: at most 2^15 * 4
-      acc[m] = _mm256_fmadd_ps(_mm256_mul_ps(dots, _mm256_set1_ps(p.x_scales[m * p.G + g])), scales, acc[m]);
+      const __m256 dot = _mm256_cvtepi32_ps(dots[m]);  // exact: below 2^24
+      acc[m] = _mm256_fmadd_ps(_mm256_mul_ps(dot, _mm256_set1_ps(p.x_scales[m * p.G + g])), scales, acc[m]);
+      acc[m] = _mm256_fmadd_ps(mins, _mm256_set1_ps(p.x_sums[m * p.G + g]), acc[m]);
+      asm("" : "+x"(acc[m]));  // keeps the accumulator in a register across groups
     }
   }
+  const __m256i row_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   for (int m = 0; m < M; ++m) {
-    float lanes[8], zero_terms[kTileRows];
-    _mm256_storeu_ps(lanes, acc[m]);
-    _mm_storeu_ps(zero_terms, zero_acc[m]);
-    for (int b = 0; b < kTileRows; ++b) out[m * p.N + tile * kTileRows + b] = (lanes[2 * b] + lanes[2 * b + 1]) + zero_terms[b];
+    float rows[2 * kTileRows];
+    _mm256_storeu_ps(rows, _mm256_permutevar8x32_ps(acc[m], row_order));
+    std::memcpy(out + m * p.N + tile * kTileRows, rows, sizeof(float) * kTileRows * (second > tile ? 2 : 1));
   }
 }
 #else
@@ -207,27 +225,24 @@ void tile_dot(const Problem& p, int64_t tile, float* out) {
 #endif
 
 template <int M, int P>
-void rows_pass(const Problem& p, float* out) {
-  const int64_t grain = std::max<int64_t>(1, kMinChunk / (kTileRows * p.K));
-  at::parallel_for(0, p.N / kTileRows, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t tile = lo; tile < hi; ++tile) tile_dot<M, P>(p, tile, out);
-  });
+void steps_pass(const Problem& p, int64_t lo, int64_t hi, float* out) {
+  for (int64_t step = lo; step < hi; ++step) tile_dot<M, P>(p, step * kTilesAStep, out);
 }
 
 template <int P>
-void rows_pass(const Problem& p, int64_t rows, float* out) {
+void steps_pass(const Problem& p, int64_t rows, int64_t lo, int64_t hi, float* out) {
   switch (rows) {
-    case 1: rows_pass<1, P>(p, out); break;
-    case 2: rows_pass<2, P>(p, out); break;
-    case 3: rows_pass<3, P>(p, out); break;
-    case 4: rows_pass<4, P>(p, out); break;
+    case 1: steps_pass<1, P>(p, lo, hi, out); break;
+    case 2: steps_pass<2, P>(p, lo, hi, out); break;
+    case 3: steps_pass<3, P>(p, lo, hi, out); break;
+    case 4: steps_pass<4, P>(p, lo, hi, out); break;
 #if defined(CPU_CAPABILITY_AVX512)
-    case 5: rows_pass<5, P>(p, out); break;
-    case 6: rows_pass<6, P>(p, out); break;
-    case 7: rows_pass<7, P>(p, out); break;
-    default: rows_pass<8, P>(p, out); break;
+    case 5: steps_pass<5, P>(p, lo, hi, out); break;
+    case 6: steps_pass<6, P>(p, lo, hi, out); break;
+    case 7: steps_pass<7, P>(p, lo, hi, out); break;
+    default: steps_pass<8, P>(p, lo, hi, out); break;
 #else
-    default: rows_pass<4, P>(p, out); break;
+    default: steps_pass<4, P>(p, lo, hi, out); break;
 #endif
   }
 }
@@ -243,16 +258,26 @@ at::Tensor int4_linear(const at::Tensor& input, const at::Tensor& tiles, int64_t
   const at::Tensor x = input.to(at::kFloat).contiguous(), w = tiles.contiguous();
   const RoundedRows<XCode> xq = round_rows<XCode>(x.data_ptr<float>(), M, K, group_size, kXLevels, true);
   at::Tensor out = at::empty({M, N}, x.options());
-  for (int64_t m0 = 0; m0 < M; m0 += kRows) {
-    const Problem p{xq.values.data() + m0 * K, xq.scales.data() + m0 * G, xq.sums.data() + m0 * G,
-                    w.data_ptr<uint8_t>(), K, G, N};
-    const int64_t rows = std::min(kRows, M - m0);
-    if (group_size == 32) {
-      rows_pass<1>(p, rows, out.data_ptr<float>() + m0 * N);
-    } else {
-      rows_pass<2>(p, rows, out.data_ptr<float>() + m0 * N);
+  float* const result = out.data_ptr<float>();
+  const int64_t steps = (N / kTileRows + kTilesAStep - 1) / kTilesAStep;
+  const int64_t step_bytes = kTilesAStep * G * tiles.size(2);
+  const int64_t slice = std::max<int64_t>(1, kSliceBytes / step_bytes);  // steps
+  const int64_t grain = std::max<int64_t>(1, kMinChunk / (kTilesAStep * kTileRows * K));
+  at::parallel_for(0, steps, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t first = lo; first < hi; first += slice) {
+      const int64_t last = std::min(hi, first + slice);
+      for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+        const Problem p{xq.values.data() + m0 * K, xq.scales.data() + m0 * G, xq.sums.data() + m0 * G,
+                        w.data_ptr<uint8_t>(), K, G, N};
+        const int64_t rows = std::min(kRows, M - m0);
+        if (group_size == 32) {
+          steps_pass<1>(p, rows, first, last, result + m0 * N);
+        } else {
+          steps_pass<2>(p, rows, first, last, result + m0 * N);
+        }
+      }
     }
-  }
+  });
   return out;
 }
 

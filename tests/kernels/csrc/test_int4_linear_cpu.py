@@ -40,7 +40,7 @@ def test_tiles_hold_the_codes_and_fp16_scales_and_mins(group):
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 6, 7, 8, 17])
 @pytest.mark.parametrize("out_features,in_features,group", [(4, 64, 32), (96, 576, 32), (40, 1536, 32),
-                                                            (24, 192, 64)])
+                                                            (24, 192, 64), (20, 96, 32), (12, 128, 64)])
 def test_int4_kernel_is_within_the_rounding_of_x_of_the_fp32_product(isa, rows, out_features, in_features, group):
     tiles = tiles_for(out_features, in_features, group, seed=rows)
     weights = dequantize_int4_tiles(tiles, group)
@@ -63,6 +63,15 @@ def test_the_builds_sum_the_same_products(isa):
     reference = x.double() @ weights.double().t()
     out = cpu_kernels.int4_linear(x, tiles, 32, isa=isa)
     torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-3)
+
+
+def test_a_row_gets_the_same_result_alone_or_among_many(isa):
+    """Many rows of x pass over a slice of the tiles before the next slice: each row's result is
+    the one it gets alone, bit for bit, whatever its place in the batch."""
+    tiles = tiles_for(204, 576, 32)  # 51 tiles: several slices, and an odd tile at the end
+    x = torch.randn(37, 576)
+    alone = torch.cat([cpu_kernels.int4_linear(row[None], tiles, 32, isa=isa) for row in x])
+    assert torch.equal(cpu_kernels.int4_linear(x, tiles, 32, isa=isa), alone)
 
 
 def test_x_at_the_edges_of_the_int_range_does_not_wrap(isa):
