@@ -100,11 +100,14 @@ def _window_mask(query_pos: torch.Tensor, key_len: int, sliding_window: int | No
     return visible
 
 
-def _prefill_mask(chunk: PrefillChunk, n: int, group: int, sliding_window: int | None) -> torch.Tensor:
-    key = (group, sliding_window)
+def _prefill_mask(chunk: PrefillChunk, n: int, group: int, sliding_window: int | None, first: int,
+                  last: int) -> torch.Tensor:
+    """Queries first..last - 1 of the chunk's n, against the keys up to the last one's position."""
+    key = (group, sliding_window, first, last)
     if key not in chunk.masks:
-        query_pos = torch.arange(chunk.context_len - n, chunk.context_len)
-        chunk.masks[key] = _additive(_window_mask(query_pos, chunk.context_len, sliding_window).repeat(group, 1))
+        query_pos = torch.arange(chunk.context_len - n + first, chunk.context_len - n + last)
+        visible = _window_mask(query_pos, chunk.context_len - n + last, sliding_window)
+        chunk.masks[key] = _additive(visible.repeat(group, 1))
     return chunk.masks[key]
 
 
@@ -131,22 +134,38 @@ def _grouped_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch
     return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
+# On CPU a long chunk's queries go in blocks of this many, each against the keys up to its last
+# query only: causal attention then skips most of the masked half (docs/engine-cpu.md).
+PREFILL_QUERY_BLOCK = 128
+
+
 def _prefill(q, k_new, v_new, k_cache, v_cache, chunk: PrefillChunk, workspace, scale, sliding_window, softcap):
     """q: [n, Hq, D]; returns [n, Hq, D]."""
-    n, num_heads, head_dim = q.shape
-    kv_heads = k_new.shape[1]
-    group = num_heads // kv_heads
+    n = q.shape[0]
     if chunk.context_len == n:  # nothing cached before this chunk: attend to the new K/V directly
         k, v = k_new, v_new
     else:
         k = gather_blocks(k_cache, chunk.block_table, chunk.context_len, workspace, "k").to(q.dtype)
         v = gather_blocks(v_cache, chunk.block_table, chunk.context_len, workspace, "v").to(q.dtype)
-    # [n, Hq, D] -> [Hkv, g*n, D] with query heads of one KV head laid out group-major.
-    qg = q.reshape(n, kv_heads, group, head_dim).permute(1, 2, 0, 3).reshape(kv_heads, group * n, head_dim)
-    causal_only = chunk.context_len == n and group == 1 and sliding_window is None and softcap is None
-    mask = None if causal_only else _prefill_mask(chunk, n, group, sliding_window)
-    out = _grouped_sdpa(qg[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], mask, scale, causal_only, softcap)
-    return out[0].view(kv_heads, group, n, head_dim).permute(2, 0, 1, 3).reshape(n, num_heads, head_dim)
+    if q.device.type != "cpu" or n <= PREFILL_QUERY_BLOCK:
+        return _prefill_queries(q, k, v, chunk, 0, n, scale, sliding_window, softcap)
+    return torch.cat([_prefill_queries(q, k, v, chunk, first, min(n, first + PREFILL_QUERY_BLOCK), scale,
+                                       sliding_window, softcap) for first in range(0, n, PREFILL_QUERY_BLOCK)])
+
+
+def _prefill_queries(q, k, v, chunk: PrefillChunk, first: int, last: int, scale, sliding_window, softcap):
+    """Queries first..last - 1 of the chunk's q [n, Hq, D], against k/v [context_len, Hkv, D]; -> [last - first, Hq, D]."""
+    n, num_heads, head_dim = q.shape
+    kv_heads = k.shape[1]
+    group, queries, keys = num_heads // kv_heads, last - first, chunk.context_len - n + last
+    # [queries, Hq, D] -> [Hkv, g*queries, D] with query heads of one KV head laid out group-major.
+    qg = q[first:last].reshape(queries, kv_heads, group, head_dim).permute(1, 2, 0, 3)
+    qg = qg.reshape(kv_heads, group * queries, head_dim)
+    causal_only = queries == n == chunk.context_len and group == 1 and sliding_window is None and softcap is None
+    mask = None if causal_only else _prefill_mask(chunk, n, group, sliding_window, first, last)
+    out = _grouped_sdpa(qg[None], k[:keys].transpose(0, 1)[None], v[:keys].transpose(0, 1)[None], mask, scale,
+                        causal_only, softcap)
+    return out[0].view(kv_heads, group, queries, head_dim).permute(2, 0, 1, 3).reshape(queries, num_heads, head_dim)
 
 
 def decode_attention(q, k_cache, v_cache, meta: AttentionMetadata, scale, sliding_window, softcap):

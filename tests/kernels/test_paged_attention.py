@@ -1,7 +1,9 @@
 """Paged attention (kernels/paged_attention.py) against a dense reference."""
+import importlib
 import math
 import random
 
+import pytest
 import torch
 
 from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
@@ -9,7 +11,12 @@ from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillC
 from tests.kernels.attention_reference import dense_reference
 
 
-def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks():
+@pytest.mark.parametrize("query_block", [None, 4])
+def test_paged_attention_matches_dense_with_gqa_window_and_scattered_blocks(monkeypatch, query_block):
+    """query_block 4: prompt chunks attend in blocks of 4 queries, each against its own keys only."""
+    if query_block:
+        # the module, not the function that kernels/__init__ exports under the same name
+        monkeypatch.setattr(importlib.import_module("kernels.paged_attention"), "PREFILL_QUERY_BLOCK", query_block)
     torch.manual_seed(0)
     rng = random.Random(0)
     heads, kv_heads, dim, bs, num_blocks = 6, 2, 8, 4, 64
