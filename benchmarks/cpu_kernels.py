@@ -3,7 +3,9 @@
 of one decode step (30 layers of merged q/k/v, o, merged gate/up and down projections, group 32),
 the int8 LM head (49152 x 576) and the paged decode attention of one step (30 layers, 450
 positions a sequence, bf16 pool); with `--dense`, also the same linears as dense fp32 GEMMs on the
-weights the tiles hold (what `--int4-dense-prefill` runs for prompt chunks). Milliseconds per step, best of `--repeats` (the least disturbed
+weights the tiles hold (what `--int4-dense-prefill` runs for prompt chunks); with `--prompt N`, also
+the attention of a fresh N-token prompt chunk (torch's SDPA, kernels/paged_attention.py), 30 layers.
+Milliseconds per step, best of `--repeats` (the least disturbed
 by other work on a shared machine), on torch's threads or `--threads`; `--clock cpu` counts the
 process's CPU time instead of the wall clock, which a loaded machine inflates less (with
 `--threads 1`, the kernel's own time). Last line: one JSON object."""
@@ -17,6 +19,7 @@ import time
 import torch
 
 from kernels import cpu_kernels
+from kernels.paged_attention import AttentionMetadata, GatherWorkspace, PrefillChunk, paged_attention
 from kernels.quantized_linear import (dequantize_int4_tiles, pack_int4_tiles, quantize_int4, quantize_int8,
                                       scales_and_mins)
 
@@ -79,6 +82,22 @@ def attention_step(isa: str, batch: int, repeats: int) -> float:
     return best_ms(step, repeats)
 
 
+def prompt_attention_step(tokens: int, repeats: int) -> float:
+    blocks = -(-tokens // BLOCK)
+    k_pool, v_pool = torch.zeros(2, blocks, BLOCK, KV_HEADS, HEAD_DIM, dtype=torch.bfloat16)
+    table = torch.randperm(blocks)
+    slots = table.repeat_interleave(BLOCK)[:tokens] * BLOCK + torch.arange(tokens) % BLOCK
+    query = torch.randn(tokens, HEADS, HEAD_DIM)
+    key, value = torch.randn(2, tokens, KV_HEADS, HEAD_DIM)
+
+    def step():  # one step's metadata: its masks are built once and shared by the layers, as in the engine
+        meta = AttentionMetadata(slots, [PrefillChunk(0, tokens, tokens, table)], torch.zeros(0, dtype=torch.long),
+                                 torch.zeros(0, 1, dtype=torch.long), torch.zeros(0, dtype=torch.long), GatherWorkspace())
+        for _ in range(LAYERS):
+            paged_attention(query, key, value, k_pool, v_pool, meta, HEAD_DIM ** -0.5)
+    return best_ms(step, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--isas", default=",".join(cpu_kernels.runnable_isas()),
@@ -88,6 +107,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch's threads (default: its own choice)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--dense", action="store_true", help="also the linears as dense fp32 GEMMs")
+    parser.add_argument("--prompt", type=int, help="also the attention of a fresh prompt chunk of this many tokens")
     args = parser.parse_args()
     global clock
     clock = CLOCKS[args.clock]
@@ -110,6 +130,9 @@ def main() -> None:
                 dense = [dequantize_int4_tiles(tile, 32) for tile in tiles]
                 results[f"{isa}_rows{rows}"]["fp32_dense_linears_ms"] = dense_step(rows, dense, args.repeats)
             print(f"{isa} rows {rows}: {results[f'{isa}_rows{rows}']}", flush=True)
+    if args.prompt:
+        results[f"prompt{args.prompt}_attention_ms"] = prompt_attention_step(args.prompt, args.repeats)
+        print(f"prompt attention, {args.prompt} tokens: {results[f'prompt{args.prompt}_attention_ms']}", flush=True)
     print(json.dumps({"results": results, "threads": torch.get_num_threads(), "clock": args.clock,
                       "torch_isa": cpu_kernels.ACTIVE_ISA,
                       "load_average": [round(x, 2) for x in os.getloadavg()]}))
