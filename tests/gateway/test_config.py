@@ -12,6 +12,7 @@ from gateway.config import ConfigError, load_config, parse_config
 from gateway.core.metrics import METRICS
 from tests.gateway.gw_helpers import base_config, tier
 from tests.support import wait_for
+from tests.support.scripted_transport import Reply, ScriptedTransport, Sent, worker
 
 GOOD = {"tiers": [tier("small", 1, ["http://127.0.0.1:9"]), tier("large", 2, ["http://127.0.0.1:10"])]}
 
@@ -127,10 +128,9 @@ async def _models(client) -> set[str]:
     return {m.id for m in (await client.models.list()).data}
 
 
-async def test_file_change_reloads_and_bad_config_is_rejected(fakes, gateway, redis_prefix):
-    (fake, url), = await fakes(1)
-    doc = base_config([tier("small", 1, [url])], redis_prefix)
-    gw = await gateway(doc)
+async def test_file_change_reloads_and_bad_config_is_rejected(gateway, redis_prefix):
+    doc = base_config([tier("small", 1, ["http://worker.test"])], redis_prefix)
+    gw = await gateway(doc, transport=ScriptedTransport(worker))
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         gw.rewrite({**doc, "aliases": {"quick": "small"}})
         await wait_for(lambda: _has(client, "quick"), timeout_s=10)
@@ -146,19 +146,27 @@ async def _has(client, model):
     return model in await _models(client)
 
 
-async def test_reload_does_not_drop_in_flight_requests(fakes, gateway, redis_prefix):
-    (old, old_url), (new, new_url) = await fakes(2)
-    old.delay_s = 1.0
-    doc = base_config([tier("small", 1, [old_url])], redis_prefix)
-    gw = await gateway(doc)
+async def test_reload_does_not_drop_in_flight_requests(gateway, redis_prefix):
+    old, new = "http://old.test", "http://new.test"  # workers played by the scripted transport
+    release = asyncio.Event()  # the old worker answers once the reload is done
+
+    def script(sent: Sent) -> Reply:
+        reply = worker(sent)
+        if sent.method == "POST" and sent.url.startswith(old):
+            reply.hold = release
+        return reply
+
+    transport = ScriptedTransport(script)
+    gw = await gateway(base_config([tier("small", 1, [old])], redis_prefix), transport=transport)
     async with openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0) as client:
         pending = asyncio.ensure_future(client.chat.completions.create(
             model="small", messages=[{"role": "user", "content": "hi"}]))
-        await wait_for(lambda: old.in_flight == 1, timeout_s=5)  # the request is at the old worker
-        gw.rewrite(base_config([tier("small", 1, [new_url])], redis_prefix))
+        await wait_for(lambda: transport.posts_to(old) == 1, timeout_s=5)  # the request is at the old worker
+        gw.rewrite(base_config([tier("small", 1, [new])], redis_prefix))
         assert gw.state.reload()  # what SIGHUP triggers
         raw = await client.chat.completions.with_raw_response.create(
             model="small", messages=[{"role": "user", "content": "hi"}])
-        assert raw.headers["x-tiergate-backend"] == gw.state.services.upstreams.pools.backends[new_url].label
+        assert raw.headers["x-tiergate-backend"] == gw.state.services.upstreams.pools.backends[new].label
+        release.set()
         answer = await pending
-    assert answer.choices[0].message.content and old.served == 1 and new.served == 1
+    assert answer.choices[0].message.content and transport.posts_to(old) == 1 and transport.posts_to(new) == 1

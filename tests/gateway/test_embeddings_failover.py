@@ -21,10 +21,6 @@ def _failing(status: int):
     return ScriptedTransport(script)
 
 
-def _posts(transport: ScriptedTransport, base: str) -> int:
-    return sum(sent.method == "POST" and sent.url.startswith(base) for sent in transport.sent)
-
-
 def _client(gw) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=gw.url + "/v1", api_key="x", max_retries=0, timeout=10)
 
@@ -38,7 +34,7 @@ async def test_retries_on_another_embeddings_worker(gateway, redis_prefix):
         for _ in range(3):
             out = await client.embeddings.create(model="vectors", input=["a", "b"], encoding_format="float")
             assert len(out.data) == 2 and out.data[0].embedding == [0.125] * 8
-    assert _posts(transport, GOOD) == 3  # every answer is the good worker's
+    assert transport.posts_to(GOOD) == 3  # every answer is the good worker's
     assert METRICS.retries.labels("vectors")._value.get() > retries
 
 
@@ -49,4 +45,4 @@ async def test_failing_embeddings_tier_does_not_escalate_to_chat(gateway, redis_
     async with _client(gw) as client:
         with pytest.raises(openai.APIStatusError) as err:
             await client.embeddings.create(model="vectors", input="a")
-    assert err.value.status_code == 503 and _posts(transport, GOOD) == 0 and _posts(transport, BAD) >= 1
+    assert err.value.status_code == 503 and transport.posts_to(GOOD) == 0 and transport.posts_to(BAD) >= 1

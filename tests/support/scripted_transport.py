@@ -77,6 +77,10 @@ class ScriptedTransport:
     async def get(self, url: str, *, headers, timeout=None) -> ScriptedResponse:
         return await self._answer(Sent(str(url), b"", dict(headers), "GET"))
 
+    def posts_to(self, base: str) -> int:
+        """How many POSTs the gateway sent the worker at `base`."""
+        return sum(sent.method == "POST" and sent.url.startswith(base) for sent in self.sent)
+
     async def _answer(self, sent: Sent) -> ScriptedResponse:
         self.sent.append(sent)
         reply = self.script(sent)
