@@ -49,10 +49,6 @@ async def reloading(tmp_path, redis_prefix):
     workers are played by the scripted transport."""
     url_a, url_b = "http://worker-a.test", "http://worker-b.test"
     transport = ScriptedTransport(worker)
-
-    def generations(url: str) -> int:
-        return sum(s.method == "POST" and s.url.startswith(url) for s in transport.sent)
-
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(base_config([tier("small", 1, [url_a])], redis_prefix)))
     state = GatewayState(load_config(path), str(path), classifier=PromptLengthClassifier(), transport=transport)
@@ -71,7 +67,7 @@ async def reloading(tmp_path, redis_prefix):
             held.go.set()
             async with await call as response:
                 body = await response.json(content_type=None)
-                return response.status, response.headers, body, generations(url_a), generations(url_b)
+                return response.status, response.headers, body, transport.posts_to(url_a), transport.posts_to(url_b)
 
     yield send
     await runner.cleanup()
