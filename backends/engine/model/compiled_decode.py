@@ -91,13 +91,15 @@ class CompiledDecode:
         """Load both packages (building what the shelf lacks), then run a decode step through each
         before serving: `run_decode(batch, blocks)` runs one decode step."""
         began = time.perf_counter()
-        digest = hashlib.sha256(f"{source_digest()}|{tensors_digest(self.model)}|{environment()}".encode())
+        tensors = tensors_digest(self.model)
+        digest = hashlib.sha256(f"{source_digest()}|{tensors}|{environment()}".encode())
         pool = tuple((tuple(k.shape), str(k.dtype)) for k, _ in self.pool)
         for batched in (False, True):
             shape = StepShape((2, self.max_batch) if batched else (1, 1), (MIN_BLOCKS, self.max_blocks), pool)
             key = digest.copy()
             key.update(repr((batched, shape)).encode())
-            path, built = self.shelf.get(key.hexdigest(), lambda out, b=batched, s=shape: self._build(b, s, out))
+            path, built = self.shelf.get(key.hexdigest(), tensors,
+                                         lambda out, b=batched, s=shape: self._build(b, s, out))
             self.built += built
             loaded = LoadedStep(self.shelf.library(path), self.pool)
             self._single, self._batched = (self._single, loaded) if batched else (loaded, self._batched)

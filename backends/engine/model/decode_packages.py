@@ -37,7 +37,10 @@ from torch import nn
 
 log = logging.getLogger("tiergate.engine")
 SOURCES = [Path(__file__).resolve().parents[1], Path(__file__).resolve().parents[3] / "kernels"]
-KEEP = 8  # packages kept in the folder, most recently used first; older ones are removed
+# a model's packages kept, most recently used first: both steps of this code version and of the last
+# one; another model's packages (the tests' tiny models beside a worker's) never push them out
+KEEP_PER_MODEL = 4
+STALE_S = 7 * 24 * 3600  # a package of any model unused this long is removed
 # freezing makes the weights constants, so sibling int4 projections merge into one kernel call; the
 # constants stay inside the shared library, which is then all a start needs to open (PackageShelf.library)
 INDUCTOR_OPTIONS = {"freezing": True, "aot_inductor.package_constants_in_so": True}
@@ -84,16 +87,17 @@ class PackageShelf:
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def path(self, key: str) -> Path:
-        return self.folder / f"decode-{key[:24]}.pt2"
+    def path(self, key: str, model: str) -> Path:
+        """`model`: a digest of the model the package serves, which groups its packages for pruning."""
+        return self.folder / f"decode-{model[:12]}-{key[:24]}.pt2"
 
     def lock(self, path: Path):
         self.folder.mkdir(parents=True, exist_ok=True)
         return open(self.folder / f"{path.stem}.lock", "w")
 
-    def get(self, key: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
+    def get(self, key: str, model: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
         """(the package's path, whether this call built it). `build(path)` writes a package at path."""
-        path = self.path(key)
+        path = self.path(key, model)
         built = False
         if not path.exists():
             with self.lock(path) as lock:
@@ -103,7 +107,7 @@ class PackageShelf:
                         build(Path(scratch) / path.name)
                         os.replace(Path(scratch) / path.name, path)  # atomic: all of it or nothing
                     built = True
-                    self._prune(keep=path)
+                    self._prune(keep=path, model=model)
         os.utime(path)  # most recently used: kept by _prune
         return path, built
 
@@ -129,10 +133,12 @@ class PackageShelf:
                             os.replace(Path(scratch) / package.stem, unpacked)
         return unpacked / libraries[0].rpartition("/")[2]
 
-    def _prune(self, keep: Path) -> None:
-        """Only the KEEP most recently used packages stay: each change of code or weights names a new one."""
-        found = sorted(self.folder.glob("decode-*.pt2"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in [p for p in found if p != keep][KEEP - 1:]:
+    def _prune(self, keep: Path, model: str) -> None:
+        """Each change of code names new packages: the model's KEEP_PER_MODEL most recently used stay,
+        and no package unused for STALE_S."""
+        mine = sorted(self.folder.glob(f"decode-{model[:12]}-*.pt2"), key=lambda p: p.stat().st_mtime, reverse=True)
+        stale = [p for p in self.folder.glob("decode-*.pt2") if time.time() - p.stat().st_mtime > STALE_S]
+        for old in {*[p for p in mine if p != keep][KEEP_PER_MODEL - 1:], *stale} - {keep}:
             old.unlink(missing_ok=True)
             shutil.rmtree(self.folder / old.stem, ignore_errors=True)
             (self.folder / f"{old.stem}.lock").unlink(missing_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -12,6 +13,9 @@ import torch
 
 from backends.engine.model import decode_packages
 from backends.engine.model.decode_packages import PackageShelf, merge_repeated_calls, source_digest, tensors_digest
+
+
+MODEL = "e" * 64  # the digest of the model the packages serve
 
 
 def writer(calls: list):
@@ -23,20 +27,20 @@ def writer(calls: list):
 
 def test_a_package_is_built_once_then_found(tmp_path):
     shelf, calls = PackageShelf(tmp_path), []
-    first, built = shelf.get("a" * 64, writer(calls))
-    again, built_again = shelf.get("a" * 64, writer(calls))
+    first, built = shelf.get("a" * 64, MODEL, writer(calls))
+    again, built_again = shelf.get("a" * 64, MODEL, writer(calls))
     assert (built, built_again, first == again, len(calls)) == (True, False, True, 1)
     assert first.read_bytes() == b"package"
 
 
 def test_starts_that_race_build_it_once(tmp_path):
     shelf, calls = PackageShelf(tmp_path), []
-    threads = [threading.Thread(target=shelf.get, args=("b" * 64, writer(calls))) for _ in range(4)]
+    threads = [threading.Thread(target=shelf.get, args=("b" * 64, MODEL, writer(calls))) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(calls) == 1 and shelf.path("b" * 64).exists()
+    assert len(calls) == 1 and shelf.path("b" * 64, MODEL).exists()
 
 
 def test_a_failed_build_leaves_nothing_and_the_next_start_builds(tmp_path):
@@ -47,18 +51,29 @@ def test_a_failed_build_leaves_nothing_and_the_next_start_builds(tmp_path):
         raise RuntimeError("compiler died")
 
     with pytest.raises(RuntimeError, match="compiler died"):
-        shelf.get("c" * 64, fails)
-    assert not shelf.path("c" * 64).exists() and list(tmp_path.glob("*.pt2")) == []
-    assert shelf.get("c" * 64, writer([]))[1] is True
+        shelf.get("c" * 64, MODEL, fails)
+    assert not shelf.path("c" * 64, MODEL).exists() and list(tmp_path.glob("*.pt2")) == []
+    assert shelf.get("c" * 64, MODEL, writer([]))[1] is True
 
 
-def test_only_the_most_recently_used_packages_stay(tmp_path, monkeypatch):
-    monkeypatch.setattr(decode_packages, "KEEP", 2)
+def test_only_a_models_most_recently_used_packages_stay_and_other_models_keep_theirs(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_packages, "KEEP_PER_MODEL", 2)
     shelf = PackageShelf(tmp_path)
-    for age, key in enumerate(("1", "2")):  # "1" used longest ago
-        os.utime(shelf.get(key * 64, writer([]))[0], (1000 + age, 1000 + age))
-    shelf.get("3" * 64, writer([]))
-    assert sorted(p.name for p in tmp_path.glob("*.pt2")) == [shelf.path("2" * 64).name, shelf.path("3" * 64).name]
+    other, _ = shelf.get("9" * 64, "f" * 64, writer([]))  # another model, used longest ago
+    os.utime(other, (time.time() - 3600, time.time() - 3600))
+    for age, key in enumerate(("1", "2")):  # "1" used before "2"
+        os.utime(shelf.get(key * 64, MODEL, writer([]))[0], (time.time() - 60 + age, time.time() - 60 + age))
+    shelf.get("3" * 64, MODEL, writer([]))
+    assert sorted(p.name for p in tmp_path.glob("*.pt2")) == sorted(
+        shelf.path(k * 64, m).name for k, m in (("2", MODEL), ("3", MODEL), ("9", "f" * 64)))
+
+
+def test_a_package_unused_for_a_week_goes_whatever_its_model(tmp_path):
+    shelf = PackageShelf(tmp_path)
+    stale, _ = shelf.get("4" * 64, "f" * 64, writer([]))
+    os.utime(stale, (time.time() - decode_packages.STALE_S - 60,) * 2)
+    shelf.get("5" * 64, MODEL, writer([]))
+    assert not stale.exists()
 
 
 def packager(members: dict[str, bytes]):
@@ -71,7 +86,7 @@ def packager(members: dict[str, bytes]):
 
 def test_a_package_library_is_unpacked_once_and_opened_in_place(tmp_path):
     shelf = PackageShelf(tmp_path)
-    package, _ = shelf.get("d" * 64, packager({"data/model/step.so": b"code", "data/model/step.json": b"ops",
+    package, _ = shelf.get("d" * 64, MODEL, packager({"data/model/step.so": b"code", "data/model/step.json": b"ops",
                                                  "data/other/weights": b"elsewhere"}))
     library = shelf.library(package)
     assert library.read_bytes() == b"code" and library.parent.parent == tmp_path
@@ -83,19 +98,19 @@ def test_a_package_library_is_unpacked_once_and_opened_in_place(tmp_path):
 def test_a_package_without_exactly_one_library_is_refused_and_leaves_nothing(tmp_path):
     shelf = PackageShelf(tmp_path)
     for key, members in (("e", {"step.cpp": b""}), ("f", {"a.so": b"", "b.so": b""})):
-        package, _ = shelf.get(key * 64, packager(members))
+        package, _ = shelf.get(key * 64, MODEL, packager(members))
         with pytest.raises(RuntimeError, match="shared libraries, not one"):
             shelf.library(package)
         assert not (tmp_path / package.stem).exists()
 
 
 def test_a_pruned_package_takes_its_unpacked_library_along(tmp_path, monkeypatch):
-    monkeypatch.setattr(decode_packages, "KEEP", 1)
+    monkeypatch.setattr(decode_packages, "KEEP_PER_MODEL", 1)
     shelf = PackageShelf(tmp_path)
-    old, _ = shelf.get("7" * 64, packager({"x.so": b"old"}))
+    old, _ = shelf.get("7" * 64, MODEL, packager({"x.so": b"old"}))
     shelf.library(old)
     os.utime(old, (1000, 1000))
-    shelf.get("8" * 64, packager({"x.so": b"new"}))
+    shelf.get("8" * 64, MODEL, packager({"x.so": b"new"}))
     assert not old.exists() and not (tmp_path / old.stem).exists()
 
 
