@@ -196,5 +196,6 @@ def merge_repeated_calls(module: torch.fx.GraphModule) -> int:
 
 def compile_package(program: torch.export.ExportedProgram, path: Path) -> None:
     began = time.perf_counter()
-    torch._inductor.aoti_compile_and_package(program, package_path=str(path), inductor_configs=INDUCTOR_OPTIONS)
+    torch._inductor.aoti_compile_and_package(program, package_path=str(path),
+                                          inductor_configs=dict(INDUCTOR_OPTIONS))  # a copy: inductor adds to it
     log.info("decode package compiled in %.1f s", time.perf_counter() - began)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch._inductor
 
 from backends.engine.model import decode_packages
 from backends.engine.model.decode_packages import PackageShelf, merge_repeated_calls, source_digest, tensors_digest
@@ -131,6 +132,18 @@ def test_the_key_follows_the_compile_options_and_the_torch_version(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(torch, "__version__", "0.0.0")
     assert decode_packages.environment() != before
+
+
+def test_a_build_leaves_the_options_of_the_key_as_they_were(monkeypatch, tmp_path):
+    """Inductor adds its own settings to the options it is given: a second engine in the process
+    would otherwise compute another key and build again."""
+    def compile_and_package(program, package_path, inductor_configs):
+        inductor_configs["aot_inductor.package"] = True
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_and_package)
+    before = decode_packages.environment()
+    decode_packages.compile_package(None, tmp_path / "step.pt2")
+    assert decode_packages.environment() == before
 
 
 class Twice(torch.nn.Module):
