@@ -107,6 +107,8 @@ class BatchRunner:
                 log.warning("batch runner: %s", exc)
                 self._drop_all()
             self.draining = {k: t for k, t in self.draining.items() if not t.done()}
+            if asyncio.current_task().cancelling():  # a Redis call swallowed stop()'s cancel: stop anyway
+                raise asyncio.CancelledError
             await asyncio.sleep(POLL_S)
 
     async def stop(self) -> None:
