@@ -53,8 +53,12 @@ class Budgets:
         return any(self.amount(p, "hard") is not None for p in PERIODS)
 
     @functools.cached_property
+    def soft(self) -> bool:
+        return any(self.amount(p, "soft") is not None for p in PERIODS)
+
+    @functools.cached_property
     def any(self) -> bool:
-        return self.hard or any(self.amount(p, "soft") is not None for p in PERIODS)
+        return self.hard or self.soft
 
 
 BUDGETS_DOC = ("{daily_usd, weekly_usd, monthly_usd: {soft, hard}} in USD; periods begin at midnight in "

@@ -118,6 +118,8 @@ def _soft_budget(policy: TenantPolicy, usage: UsageSnapshot) -> str | None:
     if usage.key_budgets is not None:
         owners.append(("key's ", usage.key_budgets, usage.key_spend.of))
     for whose, budgets, spent in owners:
+        if not budgets.soft:
+            continue
         for period in PERIODS:
             soft = budgets.amount(period, "soft")
             if soft is not None and spent(period) >= soft:
