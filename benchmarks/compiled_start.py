@@ -50,14 +50,8 @@ def first_token(checkout: Path, cache: Path, threads: int, log: Path) -> float:
         url = f"http://127.0.0.1:{port}"
         if not wait_healthy(url, proc, 1800):
             raise RuntimeError(f"the worker in {checkout} did not start: see {log}")
-        body = json.dumps({"model": "smollm2-135m", "stream": True, "max_tokens": 4,
-                           "messages": [{"role": "user", "content": "Say hello."}]}).encode()
-        request = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=300) as response:
-            for line in response:
-                if line.startswith(b"data: {") and b'"content"' in line:
-                    return time.perf_counter() - began
-        raise RuntimeError("the stream ended without a token")
+        stream_until_first_token(url)
+        return time.perf_counter() - began
     finally:
         stop_processes([proc])
 
@@ -136,3 +130,15 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def stream_until_first_token(url: str) -> None:
+    """Stream one short chat from the worker at `url` and return at its first content token."""
+    body = json.dumps({"model": "smollm2-135m", "stream": True, "max_tokens": 4,
+                       "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+    request = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        for line in response:
+            if line.startswith(b"data: {") and b'"content"' in line:
+                return
+    raise RuntimeError("the stream ended without a token")

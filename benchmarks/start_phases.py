@@ -54,6 +54,7 @@ import threading  # noqa: E402
 import urllib.request  # noqa: E402
 from functools import wraps  # noqa: E402
 
+from benchmarks.compiled_start import stream_until_first_token  # noqa: E402
 from launcher.processes import free_port  # noqa: E402
 
 _depth = threading.local()  # phases nest (a decode step inside the warm-up): only the outermost counts
@@ -108,15 +109,8 @@ def first_token(url: str, deadline_s: float) -> None:
             time.sleep(0.05)
     add("HTTP server up (after the engine)", *mark_since("engine ready"))
     began = time.perf_counter(), time.process_time()
-    body = json.dumps({"model": "smollm2-135m", "stream": True, "max_tokens": 4,
-                       "messages": [{"role": "user", "content": "Say hello."}]}).encode()
-    request = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as response:
-        for line in response:
-            if line.startswith(b"data: {") and b'"content"' in line:
-                add("first request to its first token", time.perf_counter() - began[0], time.process_time() - began[1])
-                return
-    raise RuntimeError("the stream ended without a token")
+    stream_until_first_token(url)
+    add("first request to its first token", time.perf_counter() - began[0], time.process_time() - began[1])
 
 
 _marks: dict[str, tuple[float, float]] = {}

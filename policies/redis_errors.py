@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 import traceback
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator, TypeVar
 
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import MaxConnectionsError, RedisClusterException, RedisError
 
 from wire.errors import OpenAIError
 
+T = TypeVar("T")
 REDIS_DOWN = (RedisError, RedisClusterException, OSError, asyncio.TimeoutError, TypeError, AttributeError)
 
 
@@ -44,3 +45,22 @@ class RedisUnavailable(Exception):
 
 class RedisFull(RedisUnavailable):
     """Redis answers but refuses writes (maxmemory with noeviction): never a reason to serve unlimited."""
+
+
+async def pooled(call: Callable[[], Awaitable[T]], waiting: list[bool]) -> T:
+    """redis-py's default pool raises MaxConnectionsError past 100 concurrent commands instead
+    of waiting; that is a busy client, not a Redis outage: wait for a free connection. A call
+    whose command never left (`unsent`) is made once more, on another connection."""
+    delay, resent = 0.001, False
+    while True:
+        try:
+            waiting[0] = False
+            return await call()
+        except MaxConnectionsError:
+            waiting[0] = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        except (AttributeError, TypeError) as exc:
+            if resent or not unsent(exc):
+                raise
+            resent = True

@@ -10,9 +10,9 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
-from redis.exceptions import MaxConnectionsError, OutOfMemoryError
+from redis.exceptions import OutOfMemoryError
 
-from policies.redis_errors import REDIS_DOWN, RedisFull, RedisUnavailable, unsent
+from policies.redis_errors import REDIS_DOWN, RedisFull, RedisUnavailable, pooled
 from wire.errors import OpenAIError
 
 from policies import metrics
@@ -155,7 +155,7 @@ class PolicyService:
         waiting_for_pool = [False]
         try:
             async with asyncio.timeout(self.access.timeout_s):  # in this task: wait_for would start one per call
-                return await self._pooled(call, waiting_for_pool)
+                return await pooled(call, waiting_for_pool)
         except OutOfMemoryError as exc:
             log.warning("redis refused a write during %s: %s", operation, exc)
             raise RedisFull(operation) from exc
@@ -164,25 +164,6 @@ class PolicyService:
                 self.replica.redis_down_until = time.monotonic() + self.access.retry_after_s
             log.warning("redis unavailable during %s: %s: %s", operation, type(exc).__name__, exc)
             raise RedisUnavailable(operation) from exc
-
-    @staticmethod
-    async def _pooled(call: Callable[[], Awaitable[T]], waiting: list[bool]) -> T:
-        """redis-py's default pool raises MaxConnectionsError past 100 concurrent commands instead
-        of waiting; that is a busy client, not a Redis outage: wait for a free connection. A call
-        whose command never left (`unsent`) is made once more, on another connection."""
-        delay, resent = 0.001, False
-        while True:
-            try:
-                waiting[0] = False
-                return await call()
-            except MaxConnectionsError:
-                waiting[0] = True
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.02)
-            except (AttributeError, TypeError) as exc:
-                if resent or not unsent(exc):
-                    raise
-                resent = True
 
     async def count_request(self, tenant: Tenant, request_id: str) -> None:
         """One request against the tenant's rate limits, for an endpoint that generates nothing
